@@ -1,0 +1,44 @@
+//! Weir's streaming core.
+//!
+//! A body is a sequence of *batches*; a [`Batch`] is several [`bytes::Bytes`]
+//! chunks handed over together so that one poll moves everything that is
+//! ready and one vectored write can put it on the socket.
+//!
+//! The model is pull-based: a [`Source`] produces batches only when its
+//! consumer polls it, and a [`Pipeline`] runs its synchronous
+//! [`Transform`]s inline, inside that same poll. Nothing is read ahead and
+//! nothing is buffered behind the consumer's back, so the consumer's pace
+//! (a client socket, say) is the backpressure that reaches the producer
+//! (an upstream socket).
+//!
+//! The [`body`] module adapts at the HTTP boundary, and only there:
+//! [`body::HttpBodySource`] turns any [`http_body::Body`] into a source, and
+//! [`body::SourceBody`] turns any source (a pipeline, typically) back into a
+//! body whose data frames are whole batches ([`BatchBuf`]).
+//!
+//! Rules every type here keeps (IDs refer to the behaviour catalogue in
+//! `shared/spec/streams-semantics.md`):
+//! - building a pipeline polls nothing and calls nothing (PULL-001);
+//! - one consumer poll pulls only what one output batch needs (PULL-002);
+//! - pipelines never yield an empty batch (CORE-001);
+//! - chunks are moved, never copied (CORE-002);
+//! - every transform gets exactly one flush on normal completion (PULL-031),
+//!   and an abort with the reason instead on error or early stop (PULL-032);
+//! - errors are sticky and keep their identity (CORE-006); after the end,
+//!   polls keep returning `None` (CORE-007).
+
+mod batch;
+pub mod body;
+mod error;
+mod pipeline;
+mod source;
+mod transform;
+
+pub use batch::{Batch, BatchBuf};
+pub use error::{Reason, StreamError};
+pub use pipeline::{Pipeline, pull};
+pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, from_iter, once};
+pub use transform::{Chain, FnTransform, Transform, TransformExt, transform_fn};
+
+/// What a source yields on each successful poll: a batch, an error, or `None` at the end.
+pub type BatchResult = Result<Batch, StreamError>;

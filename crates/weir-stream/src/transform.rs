@@ -1,0 +1,181 @@
+//! [`Transform`]: a synchronous stage that a pipeline runs inline.
+
+use http_body::SizeHint;
+
+use crate::{Batch, StreamError};
+
+/// A synchronous stage of a [`Pipeline`](crate::Pipeline).
+///
+/// The pipeline calls it inside its consumer's poll, so a transform never
+/// runs ahead of demand, and needs no task, channel or allocation of its own.
+///
+/// Lifecycle: `transform(Some(batch))` for each input batch, in order; then
+/// exactly one `transform(None)` (the flush) on normal completion (PULL-031);
+/// or, instead of the flush, one `abort(reason)` when the stream fails or its
+/// consumer stops early (PULL-032). After either, no method is called again.
+pub trait Transform {
+    /// Transforms one batch (`Some`), or flushes at the end of input (`None`).
+    ///
+    /// Returns the output batch, or `None` (or an empty batch) to emit nothing
+    /// this time; the pipeline never passes an empty batch on (CORE-001).
+    ///
+    /// # Errors
+    /// An error ends the stream: it reaches the consumer unchanged, and every
+    /// transform of the pipeline is aborted with it (PULL-040).
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError>;
+
+    /// The upstream went idle (its source returned `Pending`): emit what is
+    /// held back, if anything (a compressor's sync flush, a coalescer's partial
+    /// batch). Called at most once per idle period. Emits nothing by default.
+    ///
+    /// # Errors
+    /// As for [`Transform::transform`].
+    fn idle(&mut self) -> Result<Option<Batch>, StreamError> {
+        Ok(None)
+    }
+
+    /// The stream failed or its consumer stopped; `reason` says which.
+    /// Release resources here. Does nothing by default.
+    fn abort(&mut self, reason: &StreamError) {
+        let _ = reason;
+    }
+
+    /// Bounds on the output length given bounds on the input length.
+    /// Unknown by default; a length-preserving stage returns `upstream`.
+    fn size_hint(&self, upstream: SizeHint) -> SizeHint {
+        let _ = upstream;
+        SizeHint::default()
+    }
+}
+
+/// The identity: a pipeline with `()` as its transform forwards batches as they are.
+impl Transform for () {
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        Ok(input)
+    }
+
+    fn size_hint(&self, upstream: SizeHint) -> SizeHint {
+        upstream
+    }
+}
+
+impl<T: Transform + ?Sized> Transform for Box<T> {
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        (**self).transform(input)
+    }
+
+    fn idle(&mut self) -> Result<Option<Batch>, StreamError> {
+        (**self).idle()
+    }
+
+    fn abort(&mut self, reason: &StreamError) {
+        (**self).abort(reason)
+    }
+
+    fn size_hint(&self, upstream: SizeHint) -> SizeHint {
+        (**self).size_hint(upstream)
+    }
+}
+
+/// Two transforms fused into one: `first`'s output is `second`'s input.
+///
+/// Built with [`TransformExt::then`]. The fused chain is monomorphised into
+/// one call path: no queue between the stages.
+#[derive(Debug, Clone, Default)]
+pub struct Chain<A, B> {
+    first: A,
+    second: B,
+}
+
+impl<A: Transform, B: Transform> Transform for Chain<A, B> {
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        match input {
+            Some(batch) => match non_empty(self.first.transform(Some(batch))?) {
+                Some(mid) => self.second.transform(Some(mid)),
+                None => Ok(None),
+            },
+            None => {
+                // Flush `first`, feed its last output to `second`, then flush `second`.
+                let mut out = match non_empty(self.first.transform(None)?) {
+                    Some(mid) => self.second.transform(Some(mid))?,
+                    None => None,
+                };
+                if let Some(tail) = self.second.transform(None)? {
+                    out = Some(concat(out, tail));
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn idle(&mut self) -> Result<Option<Batch>, StreamError> {
+        let mut out = match non_empty(self.first.idle()?) {
+            Some(mid) => self.second.transform(Some(mid))?,
+            None => None,
+        };
+        if let Some(tail) = self.second.idle()? {
+            out = Some(concat(out, tail));
+        }
+        Ok(out)
+    }
+
+    fn abort(&mut self, reason: &StreamError) {
+        self.first.abort(reason);
+        self.second.abort(reason);
+    }
+
+    fn size_hint(&self, upstream: SizeHint) -> SizeHint {
+        self.second.size_hint(self.first.size_hint(upstream))
+    }
+}
+
+fn non_empty(batch: Option<Batch>) -> Option<Batch> {
+    batch.filter(|b| !b.is_empty())
+}
+
+fn concat(head: Option<Batch>, tail: Batch) -> Batch {
+    match head {
+        Some(mut head) => {
+            head.append(tail);
+            head
+        }
+        None => tail,
+    }
+}
+
+/// Combinators for every [`Transform`].
+pub trait TransformExt: Transform + Sized {
+    /// Runs `self`, then `next` on its output.
+    fn then<B: Transform>(self, next: B) -> Chain<Self, B> {
+        Chain {
+            first: self,
+            second: next,
+        }
+    }
+}
+
+impl<T: Transform> TransformExt for T {}
+
+/// A stateless transform made from a closure. See [`transform_fn`].
+#[derive(Debug, Clone)]
+pub struct FnTransform<F> {
+    f: F,
+}
+
+/// A transform from a closure that receives each batch as `Some(batch)` and
+/// the flush as `None`, exactly once.
+pub fn transform_fn<F>(f: F) -> FnTransform<F>
+where
+    F: FnMut(Option<Batch>) -> Result<Option<Batch>, StreamError>,
+{
+    FnTransform { f }
+}
+
+impl<F> Transform for FnTransform<F>
+where
+    F: FnMut(Option<Batch>) -> Result<Option<Batch>, StreamError>,
+{
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        (self.f)(input)
+    }
+}
