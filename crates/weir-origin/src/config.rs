@@ -1,0 +1,38 @@
+//! Settings of the origin.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Settings of the origin.
+#[derive(Debug, Clone)]
+pub struct OriginConfig {
+    /// Directory whose files are served for every path that is not an
+    /// endpoint (`/` serves `root/index.html`). Relative paths are resolved
+    /// against the process's working directory.
+    pub root: PathBuf,
+}
+
+impl OriginConfig {
+    /// Checks that [`root`](Self::root) is an existing directory.
+    ///
+    /// # Errors
+    ///
+    /// The I/O error of looking it up, or [`io::ErrorKind::NotADirectory`]
+    /// if it is something else.
+    pub(crate) async fn check_root(&self) -> io::Result<()> {
+        let metadata = tokio::fs::metadata(&self.root).await.map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!("origin root {}: {err}", self.root.display()),
+            )
+        })?;
+        if metadata.is_dir() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("origin root {} is not a directory", self.root.display()),
+            ))
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The crate's error type.
+
+use http::StatusCode;
+
+/// Longest piece of client input quoted back in an error message, in bytes.
+const MAX_QUOTED: usize = 40;
+
+/// What went wrong while serving one request.
+///
+/// Parameter variants become a `400 Bad Request` whose plain-text body is the
+/// `Display` text; body variants end a response body early (hyper then closes
+/// the HTTP/1.1 connection or resets the HTTP/2 stream).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OriginError {
+    /// A path segment or query value that must be a decimal integer is not.
+    #[error("{name}: `{value}` is not a decimal number")]
+    NotANumber {
+        /// Name of the parameter, e.g. `"length"` or `"chunk"`.
+        name: &'static str,
+        /// The offending input, cut to 40 bytes.
+        value: String,
+    },
+
+    /// A number is outside the range the endpoint accepts.
+    #[error("{name}: {value} is out of range {min}..={max}")]
+    OutOfRange {
+        /// Name of the parameter.
+        name: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest accepted value.
+        min: u64,
+        /// Largest accepted value.
+        max: u64,
+    },
+
+    /// The query string names a parameter the endpoint does not know.
+    #[error("unknown query parameter `{key}` (known: {})", .known.join(", "))]
+    UnknownParameter {
+        /// The unknown key, cut to 40 bytes.
+        key: String,
+        /// The keys the endpoint accepts.
+        known: &'static [&'static str],
+    },
+
+    /// The query string gives the same parameter twice.
+    #[error("query parameter `{key}` is given more than once")]
+    DuplicateParameter {
+        /// The repeated key.
+        key: &'static str,
+    },
+
+    /// `/status/{code}` was asked for an informational (1xx) status, which
+    /// cannot be a final response.
+    #[error("status {code} is informational (1xx) and cannot be a final response")]
+    InformationalStatus {
+        /// The requested code.
+        code: u16,
+    },
+
+    /// `/response-headers` was given a pair that is not a valid header field.
+    #[error("`{field}` is not a valid header field")]
+    InvalidHeader {
+        /// The offending `name=value` pair, decoded and cut to 40 bytes.
+        field: String,
+    },
+
+    /// `/abort/{n}` ended its body on purpose after sending `after_bytes`.
+    #[error("transfer aborted on purpose after {after_bytes} bytes")]
+    DeliberateAbort {
+        /// Bytes of body handed to hyper before the failure.
+        after_bytes: u64,
+    },
+
+    /// Reading a static file failed mid-body.
+    #[error("reading a static file failed")]
+    File(#[source] std::io::Error),
+
+    /// The client's request body failed (reset stream, malformed chunking…).
+    #[error("reading the request body failed")]
+    RequestBody(#[source] hyper::Error),
+
+    /// The `/echo` report could not be encoded as JSON.
+    #[error("encoding the echo report failed")]
+    EchoEncoding(#[source] serde_json::Error),
+}
+
+impl OriginError {
+    /// Builds [`OriginError::NotANumber`], quoting at most 40 bytes of `value`.
+    pub(crate) fn not_a_number(name: &'static str, value: &str) -> Self {
+        Self::NotANumber {
+            name,
+            value: quote(value),
+        }
+    }
+
+    /// Builds [`OriginError::UnknownParameter`], quoting at most 40 bytes of `key`.
+    pub(crate) fn unknown_parameter(key: &str, known: &'static [&'static str]) -> Self {
+        Self::UnknownParameter {
+            key: quote(key),
+            known,
+        }
+    }
+
+    /// The status of the error response sent when this error happens before
+    /// the response head: 400 for bad client input, 500 otherwise.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            Self::File(_) | Self::EchoEncoding(_) | Self::DeliberateAbort { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            Self::NotANumber { .. }
+            | Self::OutOfRange { .. }
+            | Self::UnknownParameter { .. }
+            | Self::DuplicateParameter { .. }
+            | Self::InformationalStatus { .. }
+            | Self::InvalidHeader { .. }
+            | Self::RequestBody(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// Cuts client input to at most [`MAX_QUOTED`] bytes on a char boundary.
+pub(crate) fn quote(input: &str) -> String {
+    let mut end = input.len().min(MAX_QUOTED);
+    while !input.is_char_boundary(end) {
+        end -= 1;
+    }
+    input[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_input_is_cut_on_a_char_boundary() {
+        let long = "é".repeat(40);
+        let OriginError::NotANumber { value, .. } = OriginError::not_a_number("n", &long) else {
+            panic!("wrong variant");
+        };
+        assert!(value.len() <= MAX_QUOTED);
+        assert!(long.starts_with(&value));
+    }
+
+    #[test]
+    fn unknown_parameter_lists_known_keys() {
+        let err = OriginError::unknown_parameter("chunks", &["chunk", "delay_ms"]);
+        assert_eq!(
+            err.to_string(),
+            "unknown query parameter `chunks` (known: chunk, delay_ms)"
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! Malformed and out-of-range input: `400` with a plain-text reason;
+//! wrong methods: `405`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use http::Request;
+use http_body_util::Full;
+
+use common::{both_clients, get, h1_client, header, read_text, send, url};
+
+/// `(path, words the reason must contain)`.
+const BAD: &[(&str, &str)] = &[
+    ("/bytes/abc", "not a decimal number"),
+    ("/bytes/", "not a decimal number"),
+    ("/bytes/-1", "not a decimal number"),
+    ("/bytes/+5", "not a decimal number"),
+    ("/bytes/1.5", "not a decimal number"),
+    ("/bytes/0x10", "not a decimal number"),
+    ("/bytes/%2010", "not a decimal number"),
+    ("/bytes/99999999999999999999999", "not a decimal number"),
+    ("/bytes/1099511627777", "out of range"),
+    ("/bytes/10?x=1", "unknown query parameter"),
+    ("/stream/10?chunk=0", "out of range"),
+    ("/stream/10?chunk=1048577", "out of range"),
+    ("/stream/10?chunk=", "not a decimal number"),
+    ("/stream/10?delay_ms=300001", "out of range"),
+    ("/stream/10?chunk=1&chunk=2", "more than once"),
+    ("/stream/10?chunks=5", "unknown query parameter"),
+    ("/stream/1099511627777", "out of range"),
+    ("/status/abc", "not a decimal number"),
+    ("/status/99", "out of range"),
+    ("/status/100", "informational"),
+    ("/status/199", "informational"),
+    ("/status/600", "out of range"),
+    ("/status/65736", "out of range"),
+    ("/delay/300001", "out of range"),
+    ("/delay/soon", "not a decimal number"),
+    ("/sse?count=1000001", "out of range"),
+    ("/sse?interval_ms=-1", "not a decimal number"),
+    ("/sse?count=1&count=2", "more than once"),
+    ("/trailers?x=1", "unknown query parameter"),
+    ("/abort/1099511627777", "out of range"),
+    ("/abort/x", "not a decimal number"),
+];
+
+#[tokio::test]
+async fn bad_numbers_and_parameters_are_400_with_reason() {
+    let origin = common::start().await;
+    for (proto, client) in both_clients() {
+        for (path, reason) in BAD {
+            let response = get(&client, &url(&origin, path)).await;
+            assert_eq!(response.status(), 400, "{proto} {path}");
+            assert_eq!(
+                header(response.headers(), "content-type"),
+                Some("text/plain; charset=utf-8")
+            );
+            let text = read_text(response).await;
+            assert!(text.contains(reason), "{proto} {path}: {text:?}");
+            assert!(
+                text.ends_with('\n') && text.lines().count() == 1,
+                "{text:?}"
+            );
+        }
+    }
+    origin.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_delay_is_refused_without_waiting() {
+    let origin = common::start().await;
+    let started = Instant::now();
+    let response = get(&h1_client(), &url(&origin, "/delay/300001")).await;
+    assert_eq!(response.status(), 400);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    origin.shutdown().await;
+}
+
+#[tokio::test]
+async fn long_garbage_is_quoted_shortly() {
+    let origin = common::start().await;
+    let garbage = "z".repeat(2000);
+    let response = get(&h1_client(), &url(&origin, &format!("/bytes/{garbage}"))).await;
+    assert_eq!(response.status(), 400);
+    assert!(read_text(response).await.len() < 200);
+    origin.shutdown().await;
+}
+
+#[tokio::test]
+async fn endpoints_other_than_echo_refuse_other_methods() {
+    let origin = common::start().await;
+    for path in [
+        "/bytes/1",
+        "/stream/1",
+        "/status/200",
+        "/delay/0",
+        "/sse",
+        "/trailers",
+        "/abort/1",
+    ] {
+        let request = Request::post(url(&origin, path))
+            .body(Full::default())
+            .expect("request");
+        let response = send(&h1_client(), request).await;
+        assert_eq!(response.status(), 405, "{path}");
+        assert_eq!(header(response.headers(), "allow"), Some("GET, HEAD"));
+    }
+    origin.shutdown().await;
+}
