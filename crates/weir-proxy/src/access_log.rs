@@ -1,0 +1,237 @@
+//! The access log: one line per request, written when the response body
+//! ends, fails, or is dropped by a departing client.
+//!
+//! Lines go to `tracing` under the target `weir::access` at INFO, with the
+//! fields `method`, `path`, `status`, `bytes_in`, `bytes_out`,
+//! `duration_ms`, `upstream`, `outcome`, `peer` and, for failures, `reason`.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use weir_stream::{Batch, StreamError, Transform};
+
+use crate::body::BodyIdleTimeout;
+
+/// How a request ended, as the access log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The whole response went to the client.
+    Ok,
+    /// The client went away before the end of the response (or of its own request body).
+    ClientAborted,
+    /// The upstream was unreachable, or failed before or during the response.
+    UpstreamError,
+    /// The upstream missed a deadline (connect, response head, body idle).
+    UpstreamTimeout,
+    /// No route matched; Weir answered 404 itself.
+    NoRoute,
+    /// The request was malformed; Weir answered 4xx itself.
+    BadRequest,
+}
+
+impl Outcome {
+    /// The name used in log lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::ClientAborted => "client_aborted",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::UpstreamTimeout => "upstream_timeout",
+            Outcome::NoRoute => "no_route",
+            Outcome::BadRequest => "bad_request",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counters the request-body side shares with the log record.
+#[derive(Debug, Default)]
+pub struct RequestCounters {
+    /// Request body bytes forwarded upstream.
+    pub bytes_in: AtomicU64,
+    /// Set when the client's request body failed (the client went away mid-upload).
+    pub client_failed: AtomicBool,
+}
+
+/// What the access log line says about one request; filled in as the
+/// request moves through the phases.
+#[derive(Debug)]
+pub struct AccessRecord {
+    start: Instant,
+    method: http::Method,
+    path: String,
+    peer: SocketAddr,
+    /// Status sent to the client.
+    pub status: u16,
+    /// The upstream's name, once routed.
+    pub upstream: Option<String>,
+    /// Why it failed, for failure outcomes.
+    pub reason: Option<String>,
+    counters: Arc<RequestCounters>,
+}
+
+impl AccessRecord {
+    /// Starts a record for a request just received.
+    pub fn new<B>(req: &http::Request<B>, peer: SocketAddr) -> Self {
+        AccessRecord {
+            start: Instant::now(),
+            method: req.method().clone(),
+            path: req.uri().path().to_owned(),
+            peer,
+            status: 0,
+            upstream: None,
+            reason: None,
+            counters: Arc::new(RequestCounters::default()),
+        }
+    }
+
+    /// The counters the request body updates.
+    pub fn counters(&self) -> &Arc<RequestCounters> {
+        &self.counters
+    }
+
+    /// Writes the line.
+    pub fn emit(&self, outcome: Outcome, bytes_out: u64) {
+        let outcome = if outcome != Outcome::ClientAborted
+            && self.counters.client_failed.load(Ordering::Relaxed)
+        {
+            Outcome::ClientAborted
+        } else {
+            outcome
+        };
+        tracing::info!(
+            target: "weir::access",
+            method = %self.method,
+            path = %self.path,
+            status = self.status,
+            bytes_in = self.counters.bytes_in.load(Ordering::Relaxed),
+            bytes_out,
+            duration_ms = self.start.elapsed().as_millis() as u64,
+            upstream = self.upstream.as_deref().unwrap_or("-"),
+            outcome = outcome.as_str(),
+            peer = %self.peer,
+            reason = self.reason.as_deref(),
+        );
+    }
+}
+
+/// The last stage of every response pipeline: counts the bytes going to the
+/// client and writes the access log line exactly once.
+///
+/// - flush (the body ended) → the record's success outcome (`ok`, or
+///   `no_route` etc. for Weir's own responses);
+/// - abort by an error → `upstream_timeout` for a body idle timeout,
+///   `upstream_error` otherwise;
+/// - abort because the consumer stopped → `client_aborted`, unless the
+///   response has no body to send (HEAD, 204, 304), which hyper never polls.
+#[derive(Debug)]
+pub struct ResponseLog {
+    record: Option<AccessRecord>,
+    on_success: Outcome,
+    expects_body: bool,
+    bytes_out: u64,
+}
+
+impl ResponseLog {
+    /// Logs `record` with `on_success` when the body completes.
+    /// `expects_body` is false for responses hyper sends without polling a body.
+    pub fn new(record: AccessRecord, on_success: Outcome, expects_body: bool) -> Self {
+        ResponseLog {
+            record: Some(record),
+            on_success,
+            expects_body,
+            bytes_out: 0,
+        }
+    }
+
+    fn finish(&mut self, outcome: Outcome, reason: Option<String>) {
+        if let Some(mut record) = self.record.take() {
+            if reason.is_some() {
+                record.reason = reason;
+            }
+            record.emit(outcome, self.bytes_out);
+        }
+    }
+}
+
+impl Transform for ResponseLog {
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        match &input {
+            Some(batch) => self.bytes_out += batch.byte_len() as u64,
+            None => self.finish(self.on_success, None),
+        }
+        Ok(input)
+    }
+
+    fn abort(&mut self, reason: &StreamError) {
+        let (outcome, why) = match reason {
+            StreamError::Aborted(_) if !self.expects_body => (self.on_success, None),
+            StreamError::Aborted(_) => (Outcome::ClientAborted, None),
+            StreamError::Failed(r) if r.downcast_ref::<BodyIdleTimeout>().is_some() => {
+                (Outcome::UpstreamTimeout, Some(r.to_string()))
+            }
+            other => (
+                Outcome::UpstreamError,
+                Some(format!("response body: {other}")),
+            ),
+        };
+        self.finish(outcome, why);
+    }
+
+    fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
+        upstream
+    }
+}
+
+impl Drop for ResponseLog {
+    fn drop(&mut self) {
+        // A pipeline always flushes or aborts; this only catches a log
+        // stage dropped before its pipeline was built.
+        self.finish(Outcome::ClientAborted, None);
+    }
+}
+
+/// A stage of the request-body pipeline: counts bytes going upstream and
+/// marks the record when the client's upload fails.
+#[derive(Debug)]
+pub struct RequestTally {
+    counters: Arc<RequestCounters>,
+}
+
+impl RequestTally {
+    /// Counts into `counters`.
+    pub fn new(counters: Arc<RequestCounters>) -> Self {
+        RequestTally { counters }
+    }
+}
+
+impl Transform for RequestTally {
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        if let Some(batch) = &input {
+            self.counters
+                .bytes_in
+                .fetch_add(batch.byte_len() as u64, Ordering::Relaxed);
+        }
+        Ok(input)
+    }
+
+    fn abort(&mut self, reason: &StreamError) {
+        // The upstream side stopping early is not the client's fault.
+        if matches!(reason, StreamError::Failed(_)) {
+            self.counters.client_failed.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
+        upstream
+    }
+}

@@ -1,0 +1,224 @@
+//! Weir's configuration: the TOML file, validated into the settings the
+//! proxy runs with.
+//!
+//! [`Config::from_file`] and [`Config::parse`] read and validate; every
+//! error names the file, the line and column, and the key
+//! ([`ConfigError::Invalid`]). The key reference lives in README.md.
+
+mod duration;
+mod raw;
+mod validate;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::uri::{Authority, Scheme};
+use ipnet::IpNet;
+use serde::Deserialize;
+
+pub use duration::format as format_duration;
+pub use validate::strip_port;
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the config came from (a path, or a label for an embedded config).
+    pub source: String,
+    /// Downstream-side settings.
+    pub server: ServerSettings,
+    /// Addresses to accept connections on. At least one.
+    pub listeners: Vec<SocketAddr>,
+    /// Upstream-client settings.
+    pub client: ClientSettings,
+    /// Upstreams by name, in file order.
+    pub upstreams: Vec<Upstream>,
+    /// Routes, in file order. Matching is by host, then longest path prefix.
+    pub routes: Vec<RouteSpec>,
+}
+
+/// `[server]`: how Weir treats downstream clients.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// A client must send a whole request head within this time after the
+    /// connection opens or goes idle (`header_read_timeout`, default 10 s).
+    pub header_read_timeout: Duration,
+    /// Longest pause between two reads of a body, in either direction,
+    /// before the transfer is aborted (`body_idle_timeout`, default 60 s).
+    pub body_idle_timeout: Duration,
+    /// On SIGINT/SIGTERM, how long in-flight requests may run on after Weir
+    /// stops accepting (`shutdown_grace`, default 10 s).
+    pub shutdown_grace: Duration,
+    /// Peers whose `X-Forwarded-*` headers are kept and appended to
+    /// (`trusted_proxies`, CIDRs or addresses; default none).
+    pub trusted_proxies: Vec<IpNet>,
+    /// The name Weir gives itself in `Via` (`via_pseudonym`, default `weir`;
+    /// RFC 9110 §7.6.3).
+    pub via_pseudonym: String,
+}
+
+/// `[client]`: how Weir talks to upstreams.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// TCP connect deadline (`connect_timeout`, default 5 s); exceeded → 504.
+    pub connect_timeout: Duration,
+    /// Deadline for the upstream's response head, from when the request is
+    /// sent (`response_header_timeout`, default 30 s); exceeded → 504.
+    pub response_header_timeout: Duration,
+    /// Idle pooled connections are closed after this (`pool_idle_timeout`, default 90 s).
+    pub pool_idle_timeout: Duration,
+    /// Idle connections kept per upstream host (`pool_max_idle_per_host`, default 32).
+    pub pool_max_idle_per_host: usize,
+}
+
+/// `[[upstream]]`: a named place requests are forwarded to.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// The name routes refer to.
+    pub name: String,
+    /// Where it is.
+    pub target: UpstreamTarget,
+}
+
+/// Where an upstream is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTarget {
+    /// An HTTP server at a base URL (`url = "http://host:port/base"`).
+    Url(UpstreamUrl),
+    /// Weir's built-in origin, started in-process (`origin = "embedded"`),
+    /// serving the directory `root`. Resolved to a [`UpstreamTarget::Url`]
+    /// by [`Config::resolve_embedded`] before the proxy starts.
+    Embedded {
+        /// The directory of static files, absolute or relative to the config file.
+        root: PathBuf,
+    },
+}
+
+/// An upstream's base URL: `http://authority/base-path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    /// Always `http` for now.
+    pub scheme: Scheme,
+    /// Host and port.
+    pub authority: Authority,
+    /// Prepended to every forwarded path; empty or starting with `/`, never ending with `/`.
+    pub base_path: String,
+}
+
+impl UpstreamUrl {
+    /// The URL of Weir's embedded origin listening on `addr`.
+    pub fn local(addr: SocketAddr) -> Self {
+        UpstreamUrl {
+            scheme: Scheme::HTTP,
+            // A SocketAddr always formats as a valid authority.
+            authority: Authority::try_from(addr.to_string().as_str())
+                .unwrap_or_else(|_| Authority::from_static("127.0.0.1")),
+            base_path: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}{}", self.scheme, self.authority, self.base_path)
+    }
+}
+
+/// `[[route]]`: which requests go to which upstream.
+#[derive(Debug, Clone)]
+pub struct RouteSpec {
+    /// Exact host to match, lower-case, without port; `None` matches any host.
+    pub host: Option<String>,
+    /// Path prefix to match, starting with `/`. Matches whole segments:
+    /// `/api` matches `/api` and `/api/x`, not `/apix`.
+    pub path_prefix: String,
+    /// Remove the prefix before forwarding.
+    pub strip_prefix: bool,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// What to send as `Host`.
+    pub host_header: HostHeader,
+}
+
+/// What a route sends upstream as `Host`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostHeader {
+    /// The client's `Host` (or HTTP/2 `:authority`), unchanged (default).
+    #[default]
+    Preserve,
+    /// The upstream URL's authority.
+    Upstream,
+}
+
+/// Why a config was rejected.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: cannot read config: {source}")]
+    Read {
+        /// The path.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file was read but is invalid.
+    #[error("{file}:{line}:{column}: key `{key}`: {message}")]
+    Invalid {
+        /// The path or label.
+        file: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The dotted key path, e.g. `route[1].upstream`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`. Relative paths inside
+    /// it (an embedded origin's `root`) are relative to the file's directory.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::Invalid`]
+    /// for a syntax error, an unknown key, a bad value or a dangling reference.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: path.display().to_string(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, &path.display().to_string(), base)
+    }
+
+    /// Validates config `text`. `label` names it in errors; `base_dir`
+    /// anchors relative paths.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`], as for [`Config::from_file`].
+    pub fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+        validate::parse(text, label, base_dir)
+    }
+
+    /// Replaces every [`UpstreamTarget::Embedded`] upstream with the URL that
+    /// `start` returns for its root (the address of a started origin).
+    ///
+    /// # Errors
+    /// The first error `start` returns.
+    pub fn resolve_embedded<E>(
+        &mut self,
+        mut start: impl FnMut(&Path) -> Result<SocketAddr, E>,
+    ) -> Result<(), E> {
+        for upstream in &mut self.upstreams {
+            if let UpstreamTarget::Embedded { root } = &upstream.target {
+                let addr = start(root)?;
+                upstream.target = UpstreamTarget::Url(UpstreamUrl::local(addr));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! The config file as written: serde structs that mirror the TOML keys.
+//!
+//! Every struct denies unknown keys, so a typo is an error naming the key.
+//! Defaults live here, in one place. Fields that later validation may need
+//! to point at carry their source span (`Spanned`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::duration;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default, rename = "listener")]
+    pub listeners: Vec<RawListener>,
+    #[serde(default)]
+    pub client: RawClient,
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<RawUpstream>>,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<Spanned<RawRoute>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawServer {
+    #[serde(with = "duration")]
+    pub header_read_timeout: Duration,
+    #[serde(with = "duration")]
+    pub body_idle_timeout: Duration,
+    #[serde(with = "duration")]
+    pub shutdown_grace: Duration,
+    pub trusted_proxies: Vec<Spanned<String>>,
+    pub via_pseudonym: Spanned<String>,
+}
+
+impl Default for RawServer {
+    fn default() -> Self {
+        RawServer {
+            header_read_timeout: Duration::from_secs(10),
+            body_idle_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+            trusted_proxies: Vec::new(),
+            via_pseudonym: Spanned::new(0..0, "weir".to_owned()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawListener {
+    pub address: SocketAddr,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawClient {
+    #[serde(with = "duration")]
+    pub connect_timeout: Duration,
+    #[serde(with = "duration")]
+    pub response_header_timeout: Duration,
+    #[serde(with = "duration")]
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_host: usize,
+}
+
+impl Default for RawClient {
+    fn default() -> Self {
+        RawClient {
+            connect_timeout: Duration::from_secs(5),
+            response_header_timeout: Duration::from_secs(30),
+            pool_idle_timeout: Duration::from_secs(90),
+            pool_max_idle_per_host: 32,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    pub name: Spanned<String>,
+    pub url: Option<Spanned<String>>,
+    pub origin: Option<Spanned<String>>,
+    pub root: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRoute {
+    pub host: Option<Spanned<String>>,
+    #[serde(default = "default_path_prefix")]
+    pub path_prefix: Spanned<String>,
+    #[serde(default)]
+    pub strip_prefix: bool,
+    pub upstream: Spanned<String>,
+    #[serde(default)]
+    pub host_header: super::HostHeader,
+}
+
+fn default_path_prefix() -> Spanned<String> {
+    Spanned::new(0..0, "/".to_owned())
+}

@@ -1,0 +1,270 @@
+//! Header rules of an HTTP intermediary, in one place.
+//!
+//! - Hop-by-hop fields are removed in both directions (RFC 9110 §7.6.1).
+//! - `TE` is only ever forwarded as `TE: trailers` (RFC 9110 §10.1.4).
+//! - `Via` gets Weir's entry (RFC 9110 §7.6.3).
+//! - `X-Forwarded-For`, `-Proto` and `-Host` (de-facto standard) are
+//!   appended to for trusted peers and replaced for everyone else, so an
+//!   untrusted client cannot forge its address; `Forwarded` (RFC 7239) from
+//!   an untrusted peer is removed for the same reason.
+//! - Several HTTP/2 `cookie` fields are joined with `"; "` before an
+//!   HTTP/1.1 hop (RFC 9113 §8.2.3).
+
+use std::net::IpAddr;
+
+use http::Version;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// Fields that are hop-by-hop whether or not `Connection` names them
+/// (RFC 9110 §7.6.1, plus the obsolete `Proxy-Connection` and `Keep-Alive`).
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+];
+
+/// `X-Forwarded-For`.
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `X-Forwarded-Proto`.
+pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+/// `X-Forwarded-Host`.
+pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Removes every hop-by-hop field: the fixed list and every field named in
+/// `Connection` (RFC 9110 §7.6.1).
+///
+/// Returns whether the message carried `TE: trailers` (with a non-zero
+/// weight), so a request can forward just that.
+pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
+    let te_trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|member| {
+            let mut parts = member.split(';').map(str::trim);
+            let is_trailers = parts
+                .next()
+                .is_some_and(|t| t.eq_ignore_ascii_case("trailers"));
+            // "trailers" takes no weight; a q=0 would mean "not acceptable".
+            is_trailers && parts.all(|p| !p.replace(' ', "").eq_ignore_ascii_case("q=0"))
+        });
+
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+    te_trailers
+}
+
+/// Where the downstream request came from, for `X-Forwarded-*`.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer<'a> {
+    /// The TCP peer's address.
+    pub ip: IpAddr,
+    /// Whether the config lists the peer as a trusted proxy.
+    pub trusted: bool,
+    /// `"http"` (Weir terminates no TLS yet).
+    pub proto: &'static str,
+    /// The host the client asked for (`Host`, or HTTP/2 `:authority`).
+    pub host: Option<&'a str>,
+}
+
+/// Sets `X-Forwarded-For`, `X-Forwarded-Proto` and `X-Forwarded-Host` on a
+/// request going upstream.
+///
+/// From a trusted peer, the peer's address is appended to the existing
+/// `X-Forwarded-For` chain (all its field lines folded into one), and existing
+/// `-Proto`/`-Host` are kept. From any other peer, all three are replaced
+/// and `Forwarded` is removed.
+pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
+    let ip = peer.ip.to_canonical().to_string();
+    if peer.trusted {
+        let chain: Vec<&str> = headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        let value = if chain.is_empty() {
+            ip
+        } else {
+            format!("{}, {ip}", chain.join(", "))
+        };
+        insert_str(headers, X_FORWARDED_FOR, &value);
+        if !headers.contains_key(&X_FORWARDED_PROTO) {
+            headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(peer.proto));
+        }
+        if !headers.contains_key(&X_FORWARDED_HOST)
+            && let Some(host) = peer.host
+        {
+            insert_str(headers, X_FORWARDED_HOST, host);
+        }
+    } else {
+        headers.remove(header::FORWARDED);
+        insert_str(headers, X_FORWARDED_FOR, &ip);
+        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(peer.proto));
+        match peer.host {
+            Some(host) => insert_str(headers, X_FORWARDED_HOST, host),
+            None => {
+                headers.remove(&X_FORWARDED_HOST);
+            }
+        }
+    }
+}
+
+/// Appends Weir's `Via` entry, `<received-protocol> <pseudonym>` (RFC 9110
+/// §7.6.3), where the protocol is the version of the message as Weir
+/// received it (`1.0`, `1.1`, `2`).
+pub fn append_via(headers: &mut HeaderMap, received: Version, pseudonym: &str) {
+    let proto = match received {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    };
+    if let Ok(value) = HeaderValue::try_from(format!("{proto} {pseudonym}")) {
+        headers.append(header::VIA, value);
+    }
+}
+
+/// Joins several `cookie` fields into one, as an HTTP/1.1 hop requires
+/// (RFC 9113 §8.2.3: HTTP/2 may split them).
+pub fn join_cookies(headers: &mut HeaderMap) {
+    let mut values = headers.get_all(header::COOKIE).iter();
+    let (Some(first), Some(_)) = (values.next(), values.next()) else {
+        return;
+    };
+    let mut joined = first.as_bytes().to_vec();
+    for v in headers.get_all(header::COOKIE).iter().skip(1) {
+        joined.extend_from_slice(b"; ");
+        joined.extend_from_slice(v.as_bytes());
+    }
+    if let Ok(value) = HeaderValue::from_bytes(&joined) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
+fn insert_str(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    match HeaderValue::try_from(value) {
+        Ok(v) => {
+            headers.insert(name, v);
+        }
+        Err(_) => {
+            headers.remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                HeaderValue::from_str(v).expect("value"),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn connection_named_fields_are_removed() {
+        let mut h = map(&[
+            ("connection", "close, X-Secret"),
+            ("connection", "x-other"),
+            ("x-secret", "1"),
+            ("x-other", "2"),
+            ("keep-alive", "timeout=5"),
+            ("upgrade", "websocket"),
+            ("x-kept", "3"),
+        ]);
+        assert!(!remove_hop_by_hop(&mut h));
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn te_trailers_is_reported_and_removed() {
+        let mut h = map(&[("te", "gzip, trailers")]);
+        assert!(remove_hop_by_hop(&mut h));
+        assert!(!h.contains_key("te"));
+        let mut h = map(&[("te", "trailers;q=0")]);
+        assert!(!remove_hop_by_hop(&mut h));
+    }
+
+    #[test]
+    fn untrusted_forwarded_headers_are_replaced() {
+        let mut h = map(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+            ("forwarded", "for=6.6.6.6"),
+        ]);
+        set_forwarded(
+            &mut h,
+            Peer {
+                ip: "10.0.0.1".parse().expect("ip"),
+                trusted: false,
+                proto: "http",
+                host: Some("a.test"),
+            },
+        );
+        assert_eq!(h["x-forwarded-for"], "10.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "http");
+        assert_eq!(h["x-forwarded-host"], "a.test");
+        assert!(!h.contains_key("forwarded"));
+    }
+
+    #[test]
+    fn trusted_forwarded_for_is_appended() {
+        let mut h = map(&[
+            ("x-forwarded-for", "1.1.1.1"),
+            ("x-forwarded-for", "2.2.2.2"),
+            ("x-forwarded-proto", "https"),
+        ]);
+        set_forwarded(
+            &mut h,
+            Peer {
+                ip: "::ffff:10.0.0.1".parse().expect("ip"),
+                trusted: true,
+                proto: "http",
+                host: None,
+            },
+        );
+        assert_eq!(h["x-forwarded-for"], "1.1.1.1, 2.2.2.2, 10.0.0.1");
+        assert_eq!(h["x-forwarded-proto"], "https");
+    }
+
+    #[test]
+    fn via_is_appended_with_the_received_version() {
+        let mut h = map(&[("via", "1.0 fred")]);
+        append_via(&mut h, Version::HTTP_2, "weir");
+        let all: Vec<_> = h.get_all("via").iter().collect();
+        assert_eq!(all, ["1.0 fred", "2 weir"]);
+    }
+
+    #[test]
+    fn h2_cookies_are_joined() {
+        let mut h = map(&[("cookie", "a=1"), ("cookie", "b=2")]);
+        join_cookies(&mut h);
+        assert_eq!(h["cookie"], "a=1; b=2");
+        assert_eq!(h.get_all("cookie").iter().count(), 1);
+    }
+}

@@ -1,0 +1,30 @@
+//! Weir's reverse proxy, as a library.
+//!
+//! A request moves one way: [`server`] (listener, connection) →
+//! [`route`] → [`proxy`] (prepare the upstream request) → [`upstream`]
+//! (pooled client) → a `weir-stream` pipeline for the body → the client;
+//! [`access_log`] writes one line when the body ends. [`headers`] owns the
+//! intermediary header rules, [`config`] the TOML file.
+//!
+//! ```no_run
+//! # async fn run() -> std::io::Result<()> {
+//! use weir_proxy::{config::Config, server::Server};
+//! let config = Config::from_file("weir.toml".as_ref()).map_err(std::io::Error::other)?;
+//! let server = Server::bind(&config).await?;
+//! server.run(async { let _ = tokio::signal::ctrl_c().await; }).await
+//! # }
+//! ```
+
+pub mod access_log;
+pub mod body;
+pub mod config;
+pub mod headers;
+mod io;
+pub mod proxy;
+pub mod route;
+pub mod server;
+pub mod upstream;
+
+pub use config::Config;
+pub use proxy::Proxy;
+pub use server::Server;

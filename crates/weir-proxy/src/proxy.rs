@@ -1,0 +1,329 @@
+//! One request's life, as phases: route → prepare the upstream request →
+//! send → build the downstream response → log.
+//!
+//! Each phase is a method with one job; [`Proxy::handle`] calls them in order.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper::body::Incoming;
+use weir_stream::body::{HttpBodySource, SourceBody};
+use weir_stream::{once, pull};
+
+use crate::access_log::{AccessRecord, Outcome, RequestTally, ResponseLog};
+use crate::body::{IdleTimeout, RequestBody, ResponseBody, ResponseSource};
+use crate::config::strip_port;
+use crate::config::{Config, HostHeader, ServerSettings, UpstreamTarget, UpstreamUrl};
+use crate::headers::{self, Peer};
+use crate::route::{Route, RouteTable, normalize_path};
+use crate::upstream::UpstreamClient;
+
+/// Why a [`Proxy`] could not be built from a config.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProxyError {
+    /// An `origin = "embedded"` upstream was not resolved to an address.
+    #[error(
+        "upstream {name:?} is an embedded origin that was not started (call Config::resolve_embedded first)"
+    )]
+    UnresolvedEmbedded {
+        /// The upstream's name.
+        name: String,
+    },
+}
+
+#[derive(Debug)]
+struct ResolvedUpstream {
+    name: String,
+    url: UpstreamUrl,
+}
+
+/// The reverse proxy: routes, upstreams, the upstream client and the
+/// header settings. Shared by every connection (`Arc<Proxy>`).
+#[derive(Debug)]
+pub struct Proxy {
+    routes: RouteTable,
+    upstreams: Vec<ResolvedUpstream>,
+    client: UpstreamClient,
+    settings: ServerSettings,
+}
+
+/// What routing decided.
+struct Target<'a> {
+    route: &'a Route,
+    upstream: &'a ResolvedUpstream,
+    /// The normalized path, before any prefix strip.
+    path: String,
+    /// The host the client asked for, as sent (with port).
+    client_host: Option<String>,
+}
+
+/// A response Weir makes itself, and how it is logged.
+struct Local {
+    status: StatusCode,
+    body: &'static str,
+    outcome: Outcome,
+}
+
+impl Proxy {
+    /// Builds the proxy for a validated config whose embedded upstreams are resolved.
+    ///
+    /// # Errors
+    /// [`ProxyError::UnresolvedEmbedded`] if an upstream is still `Embedded`.
+    pub fn new(config: &Config) -> Result<Arc<Proxy>, ProxyError> {
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|u| match &u.target {
+                UpstreamTarget::Url(url) => Ok(ResolvedUpstream {
+                    name: u.name.clone(),
+                    url: url.clone(),
+                }),
+                UpstreamTarget::Embedded { .. } => Err(ProxyError::UnresolvedEmbedded {
+                    name: u.name.clone(),
+                }),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Arc::new(Proxy {
+            routes: RouteTable::new(&config.routes),
+            upstreams,
+            client: UpstreamClient::new(&config.client),
+            settings: config.server.clone(),
+        }))
+    }
+
+    /// Handles one request from `peer`. Never fails: every error becomes a
+    /// response (4xx/5xx) and an access log line.
+    pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ResponseBody> {
+        let mut record = AccessRecord::new(&req, peer);
+        let head_only = req.method() == Method::HEAD;
+
+        let target = match self.route(&req) {
+            Ok(target) => target,
+            Err(local) => return self.local_response(local, record, head_only),
+        };
+        record.upstream = Some(target.upstream.name.clone());
+
+        let upstream_req = match self.upstream_request(req, &target, peer, &record) {
+            Ok(r) => r,
+            Err(local) => return self.local_response(local, record, head_only),
+        };
+
+        match self.client.send(upstream_req).await {
+            Ok(resp) => self.downstream_response(resp, record, head_only),
+            Err(err) => {
+                tracing::warn!(
+                    target: "weir::proxy",
+                    upstream = %target.upstream.name,
+                    status = err.status().as_u16(),
+                    "upstream failed: {err}"
+                );
+                record.reason = Some(err.to_string());
+                let local = Local {
+                    status: err.status(),
+                    body: if err.is_timeout() {
+                        "504 Gateway Timeout\n"
+                    } else {
+                        "502 Bad Gateway\n"
+                    },
+                    outcome: if err.is_timeout() {
+                        Outcome::UpstreamTimeout
+                    } else {
+                        Outcome::UpstreamError
+                    },
+                };
+                self.local_response(local, record, head_only)
+            }
+        }
+    }
+
+    /// Phase 1: pick the route and upstream.
+    fn route(&self, req: &Request<Incoming>) -> Result<Target<'_>, Local> {
+        if req.method() == Method::CONNECT {
+            return Err(Local {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                body: "405 Method Not Allowed: Weir is not a forward proxy\n",
+                outcome: Outcome::BadRequest,
+            });
+        }
+        let Some(path) = normalize_path(req.uri().path()) else {
+            return Err(Local {
+                status: StatusCode::BAD_REQUEST,
+                body: "400 Bad Request: invalid request path\n",
+                outcome: Outcome::BadRequest,
+            });
+        };
+        // RFC 9112 §3.2.2: an absolute-form target's authority wins over Host.
+        // Either way, it only selects a route: Weir connects to the route's
+        // upstream, never to a host named by the client.
+        let client_host = match req.uri().authority() {
+            Some(a) => Some(a.as_str().to_owned()),
+            None => req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned),
+        };
+        let match_host = client_host
+            .as_deref()
+            .map(|h| strip_port(h).to_ascii_lowercase());
+        let Some(route) = self.routes.find(match_host.as_deref(), &path) else {
+            return Err(Local {
+                status: StatusCode::NOT_FOUND,
+                body: "404 Not Found: no route\n",
+                outcome: Outcome::NoRoute,
+            });
+        };
+        Ok(Target {
+            route,
+            upstream: &self.upstreams[route.upstream],
+            path: path.into_owned(),
+            client_host,
+        })
+    }
+
+    /// Phase 2: rewrite target and headers, and stream the body through.
+    fn upstream_request(
+        &self,
+        req: Request<Incoming>,
+        target: &Target<'_>,
+        peer: SocketAddr,
+        record: &AccessRecord,
+    ) -> Result<Request<RequestBody>, Local> {
+        let (mut parts, body) = req.into_parts();
+        let url = &target.upstream.url;
+
+        let mut path = String::with_capacity(url.base_path.len() + target.path.len() + 32);
+        path.push_str(&url.base_path);
+        path.push_str(target.route.forward_path(&target.path));
+        if let Some(q) = parts.uri.query() {
+            path.push('?');
+            path.push_str(q);
+        }
+        let uri = PathAndQuery::try_from(path)
+            .ok()
+            .and_then(|pq| {
+                Uri::builder()
+                    .scheme(url.scheme.clone())
+                    .authority(url.authority.clone())
+                    .path_and_query(pq)
+                    .build()
+                    .ok()
+            })
+            .ok_or(Local {
+                status: StatusCode::BAD_REQUEST,
+                body: "400 Bad Request: invalid request target\n",
+                outcome: Outcome::BadRequest,
+            })?;
+
+        let received = parts.version;
+        let headers = &mut parts.headers;
+        let te_trailers = headers::remove_hop_by_hop(headers);
+        // HTTP/2 clients always accept trailers; HTTP/1.1 ones say so.
+        if te_trailers || received == Version::HTTP_2 {
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+        }
+        if received == Version::HTTP_2 {
+            headers::join_cookies(headers);
+        }
+        match (target.route.host_header, &target.client_host) {
+            (HostHeader::Preserve, Some(host)) => {
+                if let Ok(v) = HeaderValue::try_from(host.as_str()) {
+                    headers.insert(header::HOST, v);
+                }
+            }
+            _ => {
+                // hyper sets Host from the upstream URI.
+                headers.remove(header::HOST);
+            }
+        }
+        headers::set_forwarded(
+            headers,
+            Peer {
+                ip: peer.ip(),
+                trusted: self.is_trusted(peer),
+                proto: "http",
+                host: target.client_host.as_deref(),
+            },
+        );
+        headers::append_via(headers, received, &self.settings.via_pseudonym);
+
+        parts.uri = uri;
+        parts.version = Version::HTTP_11;
+
+        let source = IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
+        let body = SourceBody::new(pull(source, RequestTally::new(record.counters().clone())));
+        Ok(Request::from_parts(parts, body))
+    }
+
+    /// Phase 4: the upstream's response, with hop-by-hop fields removed,
+    /// `Via` added, and its body streamed through the log stage.
+    fn downstream_response(
+        &self,
+        resp: Response<Incoming>,
+        mut record: AccessRecord,
+        head_only: bool,
+    ) -> Response<ResponseBody> {
+        let (mut parts, body) = resp.into_parts();
+        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::append_via(
+            &mut parts.headers,
+            parts.version,
+            &self.settings.via_pseudonym,
+        );
+        parts.version = Version::default();
+        record.status = parts.status.as_u16();
+
+        let status = parts.status;
+        let no_body = head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || http_body::Body::is_end_stream(&body);
+        let source = if no_body {
+            // Dropping an ended (or bodiless) upstream body keeps its connection poolable.
+            drop(body);
+            ResponseSource::Local(once(Bytes::new()))
+        } else {
+            ResponseSource::Upstream(IdleTimeout::new(
+                HttpBodySource::new(body),
+                self.settings.body_idle_timeout,
+            ))
+        };
+        let log = ResponseLog::new(record, Outcome::Ok, !no_body);
+        Response::from_parts(parts, SourceBody::new(pull(source, log)))
+    }
+
+    /// A response Weir makes itself.
+    fn local_response(
+        &self,
+        local: Local,
+        mut record: AccessRecord,
+        head_only: bool,
+    ) -> Response<ResponseBody> {
+        record.status = local.status.as_u16();
+        let log = ResponseLog::new(record, local.outcome, !head_only);
+        let mut resp = Response::new(SourceBody::new(pull(
+            ResponseSource::Local(once(Bytes::from_static(local.body.as_bytes()))),
+            log,
+        )));
+        *resp.status_mut() = local.status;
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        resp
+    }
+
+    fn is_trusted(&self, peer: SocketAddr) -> bool {
+        let ip = peer.ip().to_canonical();
+        self.settings
+            .trusted_proxies
+            .iter()
+            .any(|net| net.contains(&ip))
+    }
+}

@@ -1,0 +1,192 @@
+//! Routing: from a request's host and path to a route.
+//!
+//! Routes that name the request's host are tried first, then routes without
+//! a host; within each group the longest matching path prefix wins. A
+//! prefix matches whole path segments: `/api` matches `/api` and `/api/x`
+//! but not `/apix`.
+//!
+//! Paths are matched (and forwarded) after dot-segment removal (RFC 3986
+//! §5.2.4), so `/public/../admin` cannot reach the `/public` route's
+//! upstream as `/admin`.
+
+use std::borrow::Cow;
+
+use crate::config::{HostHeader, RouteSpec};
+
+/// A route ready for matching.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// Position in the config, for logs.
+    pub index: usize,
+    /// Exact host, lower-case, no port; `None` matches any host.
+    pub host: Option<String>,
+    /// Path prefix, starting with `/`, without trailing `/` (except `/` itself).
+    pub path_prefix: String,
+    /// Remove the prefix before forwarding.
+    pub strip_prefix: bool,
+    /// Index of the upstream.
+    pub upstream: usize,
+    /// What to send as `Host`.
+    pub host_header: HostHeader,
+}
+
+/// All routes, ready for [`RouteTable::find`].
+#[derive(Debug, Clone)]
+pub struct RouteTable {
+    routes: Vec<Route>,
+}
+
+impl RouteTable {
+    /// Builds the table from validated route specs.
+    pub fn new(specs: &[RouteSpec]) -> Self {
+        RouteTable {
+            routes: specs
+                .iter()
+                .enumerate()
+                .map(|(index, s)| Route {
+                    index,
+                    host: s.host.clone(),
+                    path_prefix: s.path_prefix.clone(),
+                    strip_prefix: s.strip_prefix,
+                    upstream: s.upstream,
+                    host_header: s.host_header,
+                })
+                .collect(),
+        }
+    }
+
+    /// The best route for `host` (lower-case, no port) and a normalized `path`.
+    pub fn find(&self, host: Option<&str>, path: &str) -> Option<&Route> {
+        let best = |want_host: bool| {
+            self.routes
+                .iter()
+                .filter(|r| match (&r.host, host) {
+                    (Some(rh), Some(h)) => want_host && rh == h,
+                    (None, _) => !want_host,
+                    (Some(_), None) => false,
+                })
+                .filter(|r| prefix_matches(&r.path_prefix, path))
+                .max_by_key(|r| r.path_prefix.len())
+        };
+        best(true).or_else(|| best(false))
+    }
+}
+
+/// Whether `prefix` matches `path` on a segment boundary.
+fn prefix_matches(prefix: &str, path: &str) -> bool {
+    prefix == "/"
+        || path == prefix
+        || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+}
+
+impl Route {
+    /// The path to forward: `path` without the prefix if the route strips it.
+    pub fn forward_path<'p>(&self, path: &'p str) -> &'p str {
+        if !self.strip_prefix || self.path_prefix == "/" {
+            return path;
+        }
+        match path.get(self.path_prefix.len()..) {
+            Some("") | None => "/",
+            Some(rest) => rest,
+        }
+    }
+}
+
+/// Removes `.` and `..` segments (also written `%2e`), RFC 3986 §5.2.4.
+///
+/// Returns `None` if a `..` would climb above the root, or the path does not
+/// start with `/`.
+pub fn normalize_path(path: &str) -> Option<Cow<'_, str>> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let is_dot = |s: &str| s == "." || s.eq_ignore_ascii_case("%2e");
+    let is_dotdot = |s: &str| {
+        matches!(s.len(), 2 | 4 | 6) && s.to_ascii_lowercase().replace("%2e", ".") == ".."
+    };
+    if !path.split('/').any(|s| is_dot(s) || is_dotdot(s)) {
+        return Some(Cow::Borrowed(path));
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path[1..].split('/').collect();
+    let last = segments.len() - 1;
+    for (i, seg) in segments.iter().enumerate() {
+        if is_dot(seg) {
+            if i == last {
+                out.push("");
+            }
+        } else if is_dotdot(seg) {
+            out.pop()?;
+            if i == last {
+                out.push("");
+            }
+        } else {
+            out.push(seg);
+        }
+    }
+    Some(Cow::Owned(format!("/{}", out.join("/"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(routes: &[(Option<&str>, &str)]) -> RouteTable {
+        RouteTable {
+            routes: routes
+                .iter()
+                .enumerate()
+                .map(|(i, (h, p))| Route {
+                    index: i,
+                    host: h.map(str::to_owned),
+                    path_prefix: (*p).to_owned(),
+                    strip_prefix: false,
+                    upstream: i,
+                    host_header: HostHeader::Preserve,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins_on_segment_boundaries() {
+        let t = table(&[(None, "/"), (None, "/api"), (None, "/api/v2")]);
+        assert_eq!(t.find(None, "/api/v2/x").map(|r| r.index), Some(2));
+        assert_eq!(t.find(None, "/api/v1").map(|r| r.index), Some(1));
+        assert_eq!(t.find(None, "/apix").map(|r| r.index), Some(0));
+        assert_eq!(t.find(None, "/api").map(|r| r.index), Some(1));
+    }
+
+    #[test]
+    fn host_routes_come_before_hostless_ones() {
+        let t = table(&[(None, "/api"), (Some("a.test"), "/")]);
+        assert_eq!(t.find(Some("a.test"), "/api/x").map(|r| r.index), Some(1));
+        assert_eq!(t.find(Some("b.test"), "/api/x").map(|r| r.index), Some(0));
+        assert!(t.find(Some("b.test"), "/other").is_none());
+    }
+
+    #[test]
+    fn strip_prefix_keeps_a_leading_slash() {
+        let mut r = table(&[(None, "/api")]).routes.remove(0);
+        r.strip_prefix = true;
+        assert_eq!(r.forward_path("/api/users"), "/users");
+        assert_eq!(r.forward_path("/api"), "/");
+    }
+
+    #[test]
+    fn dot_segments_are_removed() {
+        assert_eq!(normalize_path("/a/b").as_deref(), Some("/a/b"));
+        assert_eq!(
+            normalize_path("/public/../admin").as_deref(),
+            Some("/admin")
+        );
+        assert_eq!(
+            normalize_path("/public/%2E%2e/admin").as_deref(),
+            Some("/admin")
+        );
+        assert_eq!(normalize_path("/a/./b/.").as_deref(), Some("/a/b/"));
+        assert_eq!(normalize_path("/a/.."), Some(Cow::Owned("/".to_owned())));
+        assert_eq!(normalize_path("/../etc/passwd"), None);
+        assert_eq!(normalize_path("*"), None);
+    }
+}

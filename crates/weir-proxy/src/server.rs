@@ -1,0 +1,149 @@
+//! Listeners: accept connections, serve HTTP/1.1 and HTTP/2 (prior
+//! knowledge) on each, and shut down gracefully.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::io::FirstByteDeadline;
+use crate::proxy::Proxy;
+
+/// How long the accept loop pauses after an accept error (EMFILE, …), in ms.
+const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
+
+/// Bound listeners and the proxy that serves them.
+#[derive(Debug)]
+pub struct Server {
+    proxy: Arc<Proxy>,
+    listeners: Vec<TcpListener>,
+    header_read_timeout: Duration,
+    shutdown_grace: Duration,
+}
+
+impl Server {
+    /// Binds every listener of `config` and builds the proxy.
+    ///
+    /// # Errors
+    /// The first bind error, naming the address; or an unresolved embedded upstream.
+    pub async fn bind(config: &Config) -> io::Result<Server> {
+        let proxy = Proxy::new(config).map_err(io::Error::other)?;
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        for addr in &config.listeners {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+            listeners.push(listener);
+        }
+        Ok(Server {
+            proxy,
+            listeners,
+            header_read_timeout: config.server.header_read_timeout,
+            shutdown_grace: config.server.shutdown_grace,
+        })
+    }
+
+    /// The bound addresses (useful when the config asked for port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Serves until `shutdown` resolves; then stops accepting, and lets
+    /// in-flight requests finish for up to the configured grace period.
+    ///
+    /// # Errors
+    /// None today; the signature leaves room for listener failures.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.header_read_timeout)
+            .keep_alive(true);
+        builder.http2().timer(TokioTimer::new());
+
+        // One accept task per listener, all feeding one loop.
+        let (tx, mut rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
+        let mut accept_tasks = Vec::new();
+        for listener in self.listeners {
+            let tx = tx.clone();
+            accept_tasks.push(tokio::spawn(accept_loop(listener, tx)));
+        }
+        drop(tx);
+
+        let graceful = GracefulShutdown::new();
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, peer) = tokio::select! {
+                conn = rx.recv() => match conn {
+                    Some(conn) => conn,
+                    None => break,
+                },
+                () = &mut shutdown => break,
+            };
+            let proxy = self.proxy.clone();
+            let service = service_fn(move |req| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(req, peer).await) }
+            });
+            let io = TokioIo::new(FirstByteDeadline::new(stream, self.header_read_timeout));
+            let conn = builder.serve_connection(io, service).into_owned();
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::info!(target: "weir::server", %peer, "connection ended with an error: {e}");
+                }
+            });
+        }
+
+        for task in &accept_tasks {
+            task.abort();
+        }
+        drop(rx);
+        tracing::info!(
+            target: "weir::server",
+            connections = graceful.count(),
+            grace_ms = self.shutdown_grace.as_millis() as u64,
+            "shutting down: no longer accepting, waiting for in-flight requests"
+        );
+        if tokio::time::timeout(self.shutdown_grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(target: "weir::server", "grace period over; closing the remaining connections");
+        }
+        Ok(())
+    }
+}
+
+async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(target: "weir::server", %peer, "TCP_NODELAY: {e}");
+                }
+                if tx.send((stream, peer)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(target: "weir::server", "accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The upstream client: a pooled hyper-util client, its deadlines, and the
+//! classification of its failures into 502 and 504.
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::body::RequestBody;
+use crate::config::ClientSettings;
+
+/// Why an upstream request produced no response.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// The TCP connection was refused.
+    #[error("connection refused by {authority}")]
+    ConnectRefused {
+        /// The upstream's host:port.
+        authority: String,
+    },
+    /// The TCP connection was not established in time.
+    #[error("connect to {authority} timed out after {ms} ms")]
+    ConnectTimeout {
+        /// The upstream's host:port.
+        authority: String,
+        /// The configured deadline, in ms.
+        ms: u64,
+    },
+    /// Any other connect failure (DNS, unreachable network, …).
+    #[error("cannot connect to {authority}: {detail}")]
+    Connect {
+        /// The upstream's host:port.
+        authority: String,
+        /// The underlying error chain, on one line.
+        detail: String,
+    },
+    /// The response head did not arrive in time.
+    #[error("no response headers from {authority} within {ms} ms")]
+    ResponseHeaderTimeout {
+        /// The upstream's host:port.
+        authority: String,
+        /// The configured deadline, in ms.
+        ms: u64,
+    },
+    /// The connection failed after it was established (reset, bad response, …).
+    #[error("request to {authority} failed: {detail}")]
+    Request {
+        /// The upstream's host:port.
+        authority: String,
+        /// The underlying error chain, on one line.
+        detail: String,
+    },
+}
+
+impl UpstreamError {
+    /// The status Weir answers with: 504 for deadlines, 502 otherwise.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            UpstreamError::ConnectTimeout { .. } | UpstreamError::ResponseHeaderTimeout { .. } => {
+                StatusCode::GATEWAY_TIMEOUT
+            }
+            _ => StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    /// Whether this was a missed deadline.
+    pub fn is_timeout(&self) -> bool {
+        self.status() == StatusCode::GATEWAY_TIMEOUT
+    }
+}
+
+/// A pooled HTTP/1.1 client for all upstreams.
+#[derive(Debug, Clone)]
+pub struct UpstreamClient {
+    client: Client<HttpConnector, RequestBody>,
+    connect_timeout: Duration,
+    response_header_timeout: Duration,
+}
+
+impl UpstreamClient {
+    /// Builds the client. Idle connections expire after
+    /// `pool_idle_timeout` (the pool timer is set, so they really do).
+    pub fn new(settings: &ClientSettings) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.enforce_http(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .pool_idle_timeout(settings.pool_idle_timeout)
+            .pool_max_idle_per_host(settings.pool_max_idle_per_host)
+            .set_host(true)
+            .build(connector);
+        UpstreamClient {
+            client,
+            connect_timeout: settings.connect_timeout,
+            response_header_timeout: settings.response_header_timeout,
+        }
+    }
+
+    /// Sends `req` (with an absolute URI) and waits for the response head.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request; its connection is closed,
+    /// not returned to the pool.
+    ///
+    /// # Errors
+    /// An [`UpstreamError`] saying what failed; its [`UpstreamError::status`]
+    /// is the status to answer with.
+    pub async fn send(
+        &self,
+        req: Request<RequestBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        let authority = req
+            .uri()
+            .authority()
+            .map_or_else(String::new, |a| a.to_string());
+        let deadline = self.response_header_timeout;
+        match tokio::time::timeout(deadline, self.client.request(req)).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(self.classify(&e, authority)),
+            Err(_) => Err(UpstreamError::ResponseHeaderTimeout {
+                authority,
+                ms: deadline.as_millis() as u64,
+            }),
+        }
+    }
+
+    fn classify(
+        &self,
+        err: &hyper_util::client::legacy::Error,
+        authority: String,
+    ) -> UpstreamError {
+        let detail = error_chain(err);
+        if err.is_connect() {
+            match io_kind(err) {
+                Some(io::ErrorKind::ConnectionRefused) => {
+                    UpstreamError::ConnectRefused { authority }
+                }
+                Some(io::ErrorKind::TimedOut) => UpstreamError::ConnectTimeout {
+                    authority,
+                    ms: self.connect_timeout.as_millis() as u64,
+                },
+                _ => UpstreamError::Connect { authority, detail },
+            }
+        } else {
+            UpstreamError::Request { authority, detail }
+        }
+    }
+}
+
+/// The kind of the first I/O error in `err`'s source chain.
+fn io_kind(err: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            return Some(io.kind());
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// `err` and its sources on one line, `outer: inner: innermost`.
+pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        cur = e.source();
+    }
+    out
+}
