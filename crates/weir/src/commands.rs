@@ -1,0 +1,172 @@
+//! The subcommands.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use weir_origin::{OriginConfig, OriginHandle};
+use weir_proxy::Server;
+use weir_proxy::config::{Config, HostHeader, UpstreamTarget, format_duration};
+
+/// The default config, embedded at build time.
+const DEFAULT_CONFIG: &str = include_str!("../../../config/weir.toml");
+/// How the embedded config is named in messages.
+const DEFAULT_CONFIG_LABEL: &str = "<embedded config/weir.toml>";
+/// The embedded config's directory at build time. Paths in the embedded
+/// config are relative to `./config` when run from a checkout's root, and
+/// to this directory otherwise, so `weir serve` finds `fixtures/` anywhere.
+const BUILD_CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config");
+
+fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    match path {
+        Some(path) => Ok(Config::from_file(path)?),
+        None => {
+            let here = Path::new("config");
+            let base = if here.is_dir() && Path::new("fixtures").is_dir() {
+                here
+            } else {
+                Path::new(BUILD_CONFIG_DIR)
+            };
+            Ok(Config::parse(DEFAULT_CONFIG, DEFAULT_CONFIG_LABEL, base)?)
+        }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")
+}
+
+/// `weir check`: validate and print.
+pub fn check(path: &Path) -> anyhow::Result<()> {
+    let config = load(Some(path))?;
+    print!("{}", describe(&config));
+    println!("config OK");
+    Ok(())
+}
+
+fn describe(config: &Config) -> String {
+    let mut out = format!("config: {}\n", config.source);
+    for l in &config.listeners {
+        out += &format!("listener  http://{l}\n");
+    }
+    for u in &config.upstreams {
+        let target = match &u.target {
+            UpstreamTarget::Url(url) => url.to_string(),
+            UpstreamTarget::Embedded { root } => {
+                format!("embedded origin, root {}", root.display())
+            }
+        };
+        out += &format!("upstream  {:<12} {target}\n", u.name);
+    }
+    for r in &config.routes {
+        out += &format!(
+            "route     host={:<16} prefix={:<12} -> {:<12} strip_prefix={} host_header={}\n",
+            r.host.as_deref().unwrap_or("*"),
+            r.path_prefix,
+            config.upstreams[r.upstream].name,
+            r.strip_prefix,
+            match r.host_header {
+                HostHeader::Preserve => "preserve",
+                HostHeader::Upstream => "upstream",
+            }
+        );
+    }
+    let (s, c) = (&config.server, &config.client);
+    out += &format!(
+        "timeouts  header_read={} body_idle={} shutdown_grace={} connect={} response_header={}\n",
+        format_duration(s.header_read_timeout),
+        format_duration(s.body_idle_timeout),
+        format_duration(s.shutdown_grace),
+        format_duration(c.connect_timeout),
+        format_duration(c.response_header_timeout),
+    );
+    out += &format!(
+        "pool      pool_idle_timeout={} pool_max_idle_per_host={}\n",
+        format_duration(c.pool_idle_timeout),
+        c.pool_max_idle_per_host
+    );
+    out
+}
+
+/// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM.
+pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
+    let mut config = load(path)?;
+    runtime()?.block_on(async move {
+        let mut origins: Vec<OriginHandle> = Vec::new();
+        let mut starts = Vec::new();
+        for u in &config.upstreams {
+            if let UpstreamTarget::Embedded { root } = &u.target {
+                let handle = weir_origin::spawn(
+                    SocketAddr::from(([127, 0, 0, 1], 0)),
+                    OriginConfig { root: root.clone() },
+                )
+                .await
+                .with_context(|| format!("cannot start the embedded origin of upstream {:?}", u.name))?;
+                tracing::info!(upstream = %u.name, addr = %handle.local_addr(), root = %root.display(), "embedded origin started");
+                starts.push(handle.local_addr());
+                origins.push(handle);
+            }
+        }
+        let mut addrs = starts.into_iter();
+        config.resolve_embedded(|_| addrs.next().context("embedded origin count mismatch"))?;
+
+        let server = Server::bind(&config).await?;
+        for addr in server.local_addrs() {
+            tracing::info!("weir listening on http://{addr}/");
+        }
+        server.run(shutdown_signal()).await?;
+        for origin in origins {
+            origin.shutdown().await;
+        }
+        tracing::info!("weir stopped");
+        Ok(())
+    })
+}
+
+/// `weir origin`: run the built-in origin alone.
+pub fn origin(listen: SocketAddr, root: PathBuf) -> anyhow::Result<()> {
+    anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        tracing::info!(
+            "weir origin listening on http://{}/ (root {})",
+            listener.local_addr()?,
+            root.display()
+        );
+        weir_origin::serve(listener, OriginConfig { root }, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!("cannot listen for SIGINT: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("SIGINT received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,179 @@
+//! The `weir` binary as users run it: config files, signals, logs, memory.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+fn embedded_config() -> String {
+    format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n[server]\nshutdown_grace = \"10s\"\n\
+         [[upstream]]\nname = \"site\"\norigin = \"embedded\"\nroot = \"{}\"\n[[route]]\nupstream = \"site\"\n",
+        fixtures().display()
+    )
+}
+
+fn access_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "weir::access")
+        .collect()
+}
+
+#[test]
+fn serve_with_embedded_origin_serves_the_fixture_site_with_via() {
+    let weir = WeirProcess::start(&embedded_config());
+    let out = curl(&["-i", &weir.url("/")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("\nvia: 1.1 weir"),
+        "{text}"
+    );
+    let index = std::fs::read_to_string(fixtures().join("index.html")).expect("index.html");
+    assert!(
+        text.ends_with(&index),
+        "the body is not fixtures/index.html"
+    );
+}
+
+#[test]
+fn fixture_blobs_match_their_published_hashes() {
+    let weir = WeirProcess::start(&embedded_config());
+    let sums = std::fs::read_to_string(fixtures().join("SHA256SUMS")).expect("SHA256SUMS");
+    let mut checked = 0;
+    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
+        let (hash, name) = line.split_once(char::is_whitespace).expect("sum line");
+        let name = name.trim().trim_start_matches('*');
+        let out = curl(&[&weir.url(&format!("/{name}"))]);
+        assert!(out.status.success());
+        assert_eq!(sha256_hex(&out.stdout), hash, "{name}");
+        checked += 1;
+    }
+    assert!(checked >= 2);
+}
+
+#[test]
+fn access_log_has_one_json_line_per_request_with_outcome() {
+    let weir = WeirProcess::start(&embedded_config());
+    assert!(
+        curl(&["-o", "/dev/null", &weir.url("/bytes/5000")])
+            .status
+            .success()
+    );
+    assert!(
+        !curl(&["-o", "/dev/null", &weir.url("/abort/5000")])
+            .status
+            .success()
+    );
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "--data-binary",
+        "hello",
+        &weir.url("/echo"),
+    ]);
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = access_lines(&weir.log_text());
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let ok = &lines[0];
+    assert_eq!(ok["method"], "GET");
+    assert_eq!(ok["path"], "/bytes/5000");
+    assert_eq!(ok["status"], 200);
+    assert_eq!(ok["bytes_out"], 5000);
+    assert_eq!(ok["outcome"], "ok");
+    assert_eq!(ok["upstream"], "site");
+    assert!(ok["duration_ms"].is_u64());
+    assert_eq!(lines[1]["outcome"], "upstream_error", "{:?}", lines[1]);
+    assert_eq!(lines[2]["bytes_in"], 5);
+}
+
+#[test]
+fn sigterm_lets_an_in_flight_download_finish_then_exits() {
+    let mut weir = WeirProcess::start(&embedded_config());
+    // ~1.5 s of streaming.
+    let url = weir.url("/stream/131072?chunk=4096&delay_ms=50");
+    let download = std::thread::spawn(move || curl(&["--http1.1", &url]));
+    std::thread::sleep(Duration::from_millis(300));
+    weir.signal("TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    // No longer accepting.
+    let refused = std::net::TcpStream::connect_timeout(&weir.addr, Duration::from_millis(500));
+    assert!(refused.is_err(), "still accepting after SIGTERM");
+    let out = download.join().expect("download thread");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len(), 131072);
+    assert_eq!(
+        sha256_hex(&out.stdout),
+        weir_origin::pattern::sha256_hex(131072)
+    );
+    let status = weir.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "exit status {status:?}");
+}
+
+#[test]
+fn one_gigabyte_download_keeps_rss_under_64_mb() {
+    let weir = WeirProcess::start(&embedded_config());
+    let n: u64 = 1 << 30;
+    let out = curl(&[
+        "--http1.1",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download}",
+        &weir.url(&format!("/bytes/{n}")),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), n.to_string());
+    let rss = weir.peak_rss();
+    assert!(rss < 64 << 20, "peak RSS {} MB", rss >> 20);
+}
+
+#[test]
+fn check_prints_resolved_routes() {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(repo_root().join("config/weir.toml"))
+        .output()
+        .expect("run weir check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("listener  http://127.0.0.1:8080"), "{text}");
+    assert!(text.contains("upstream  site"), "{text}");
+    assert!(text.contains("prefix=/"), "{text}");
+}
+
+#[test]
+fn check_names_file_line_and_key_of_a_bad_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\n[[route]]\nupstream = \"b\"\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run weir check");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:6:", path.display())), "{err}");
+    assert!(err.contains("route[0].upstream"), "{err}");
+}
