@@ -36,9 +36,26 @@ pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-ho
 /// Removes every hop-by-hop field: the fixed list and every field named in
 /// `Connection` (RFC 9110 §7.6.1).
 ///
+/// Also repairs framing for the next hop: a message that came with
+/// `Transfer-Encoding` loses its `Content-Length` (RFC 9112 §6.3: the
+/// transfer coding wins, and an intermediary must not forward the length,
+/// or the next hop would frame the body differently: request smuggling);
+/// repeated identical `Content-Length` values are folded into one.
+///
 /// Returns whether the message carried `TE: trailers` (with a non-zero
 /// weight), so a request can forward just that.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+    } else {
+        let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+        if let (Some(first), Some(_)) = (lengths.next(), lengths.next()) {
+            // hyper has already refused differing values; keep one.
+            let first = first.clone();
+            headers.insert(header::CONTENT_LENGTH, first);
+        }
+    }
+
     let te_trailers = headers
         .get_all(header::TE)
         .iter()
@@ -199,6 +216,16 @@ mod tests {
         assert!(!remove_hop_by_hop(&mut h));
         assert_eq!(h.len(), 1, "{h:?}");
         assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn transfer_encoding_drops_content_length() {
+        let mut h = map(&[("transfer-encoding", "chunked"), ("content-length", "5")]);
+        remove_hop_by_hop(&mut h);
+        assert!(h.is_empty(), "{h:?}");
+        let mut h = map(&[("content-length", "5"), ("content-length", "5")]);
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.get_all("content-length").iter().count(), 1);
     }
 
     #[test]

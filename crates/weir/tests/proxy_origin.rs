@@ -507,3 +507,24 @@ async fn graceful_stop_lets_an_in_flight_download_finish() {
         "still accepting after shutdown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_length_next_to_transfer_encoding_is_not_forwarded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, _origin) = proxy_to_origin().await;
+    let mut s = tokio::net::TcpStream::connect(proxy.addr)
+        .await
+        .expect("connect");
+    s.write_all(
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    let json = &text[text.find('{').expect("a JSON body")..text.rfind('}').expect("end") + 1];
+    let echo: serde_json::Value = serde_json::from_str(json).expect("echo json");
+    assert_eq!(echo["body_len"], 11, "{echo}");
+    assert!(header_values(&echo, "content-length").is_empty(), "{echo}");
+}
