@@ -31,6 +31,8 @@ pub enum Outcome {
     NoRoute,
     /// The request was malformed; Weir answered 4xx itself.
     BadRequest,
+    /// Weir's shutdown grace period ended before the response did.
+    Shutdown,
 }
 
 impl Outcome {
@@ -43,6 +45,7 @@ impl Outcome {
             Outcome::UpstreamTimeout => "upstream_timeout",
             Outcome::NoRoute => "no_route",
             Outcome::BadRequest => "bad_request",
+            Outcome::Shutdown => "shutdown",
         }
     }
 }
@@ -77,11 +80,13 @@ pub struct AccessRecord {
     /// Why it failed, for failure outcomes.
     pub reason: Option<String>,
     counters: Arc<RequestCounters>,
+    shutdown_cut: Arc<AtomicBool>,
 }
 
 impl AccessRecord {
-    /// Starts a record for a request just received.
-    pub fn new<B>(req: &http::Request<B>, peer: SocketAddr) -> Self {
+    /// Starts a record for a request just received. `shutdown_cut` is set
+    /// by the server when its grace period ends with requests still running.
+    pub fn new<B>(req: &http::Request<B>, peer: SocketAddr, shutdown_cut: Arc<AtomicBool>) -> Self {
         AccessRecord {
             start: Instant::now(),
             method: req.method().clone(),
@@ -91,6 +96,7 @@ impl AccessRecord {
             upstream: None,
             reason: None,
             counters: Arc::new(RequestCounters::default()),
+            shutdown_cut,
         }
     }
 
@@ -101,9 +107,13 @@ impl AccessRecord {
 
     /// Writes the line.
     pub fn emit(&self, outcome: Outcome, bytes_out: u64) {
-        let outcome = if outcome != Outcome::ClientAborted
-            && self.counters.client_failed.load(Ordering::Relaxed)
-        {
+        let failed = !matches!(
+            outcome,
+            Outcome::Ok | Outcome::NoRoute | Outcome::BadRequest
+        );
+        let outcome = if failed && self.shutdown_cut.load(Ordering::Relaxed) {
+            Outcome::Shutdown
+        } else if failed && self.counters.client_failed.load(Ordering::Relaxed) {
             Outcome::ClientAborted
         } else {
             outcome

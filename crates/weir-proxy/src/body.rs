@@ -7,15 +7,20 @@ use std::time::Duration;
 
 use http::HeaderMap;
 use http_body::SizeHint;
+use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 use weir_stream::body::{HttpBodySource, SourceBody};
-use weir_stream::{BatchResult, Once, Pipeline, Source, StreamError};
+use weir_stream::{BatchBuf, BatchResult, Once, Pipeline, Source, StreamError};
 
 use crate::access_log::{RequestTally, ResponseLog};
 
-/// The body Weir sends upstream: the client's body, streamed.
-pub type RequestBody = SourceBody<Pipeline<IdleTimeout<HttpBodySource<Incoming>>, RequestTally>>;
+/// The body Weir sends upstream: the client's body, streamed, or nothing
+/// when the request has no body (so no `Content-Length: 0` is invented).
+pub type RequestBody = Either<
+    SourceBody<Pipeline<IdleTimeout<HttpBodySource<Incoming>>, RequestTally>>,
+    Empty<BatchBuf>,
+>;
 
 /// The body Weir sends downstream: the upstream's body or Weir's own, streamed.
 pub type ResponseBody = SourceBody<Pipeline<ResponseSource, ResponseLog>>;

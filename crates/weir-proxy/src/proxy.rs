@@ -5,11 +5,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
 use weir_stream::{once, pull};
@@ -50,6 +52,8 @@ pub struct Proxy {
     upstreams: Vec<ResolvedUpstream>,
     client: UpstreamClient,
     settings: ServerSettings,
+    /// Set when shutdown cut requests short, so their log lines say so.
+    shutdown_cut: Arc<AtomicBool>,
 }
 
 /// What routing decided.
@@ -93,13 +97,14 @@ impl Proxy {
             upstreams,
             client: UpstreamClient::new(&config.client),
             settings: config.server.clone(),
+            shutdown_cut: Arc::new(AtomicBool::new(false)),
         }))
     }
 
     /// Handles one request from `peer`. Never fails: every error becomes a
     /// response (4xx/5xx) and an access log line.
     pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ResponseBody> {
-        let mut record = AccessRecord::new(&req, peer);
+        let mut record = AccessRecord::new(&req, peer, self.shutdown_cut.clone());
         let head_only = req.method() == Method::HEAD;
 
         let target = match self.route(&req) {
@@ -255,8 +260,16 @@ impl Proxy {
         parts.uri = uri;
         parts.version = Version::HTTP_11;
 
-        let source = IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
-        let body = SourceBody::new(pull(source, RequestTally::new(record.counters().clone())));
+        let body = if http_body::Body::is_end_stream(&body) {
+            Either::Right(Empty::new())
+        } else {
+            let source =
+                IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
+            Either::Left(SourceBody::new(pull(
+                source,
+                RequestTally::new(record.counters().clone()),
+            )))
+        };
         Ok(Request::from_parts(parts, body))
     }
 
@@ -317,6 +330,12 @@ impl Proxy {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         resp
+    }
+
+    /// Marks that the shutdown grace period is over: requests still running
+    /// are being cut, and their access log lines say `outcome=shutdown`.
+    pub fn mark_shutdown_cut(&self) {
+        self.shutdown_cut.store(true, Ordering::Relaxed);
     }
 
     fn is_trusted(&self, peer: SocketAddr) -> bool {

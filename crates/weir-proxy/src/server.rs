@@ -13,7 +13,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::io::FirstByteDeadline;
@@ -85,6 +85,9 @@ impl Server {
         drop(tx);
 
         let graceful = GracefulShutdown::new();
+        // Flipped when the grace period is over: connection tasks still
+        // running drop their connection at once.
+        let (force_close, force_close_rx) = watch::channel(false);
         tokio::pin!(shutdown);
         loop {
             let (stream, peer) = tokio::select! {
@@ -102,9 +105,17 @@ impl Server {
             let io = TokioIo::new(FirstByteDeadline::new(stream, self.header_read_timeout));
             let conn = builder.serve_connection(io, service).into_owned();
             let conn = graceful.watch(conn);
+            let mut force_close = force_close_rx.clone();
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::info!(target: "weir::server", %peer, "connection ended with an error: {e}");
+                tokio::select! {
+                    res = conn => {
+                        if let Err(e) = res {
+                            log_connection_error(peer, &*e);
+                        }
+                    }
+                    _ = force_close.wait_for(|closed| *closed) => {
+                        tracing::debug!(target: "weir::server", %peer, "connection closed: grace period over");
+                    }
                 }
             });
         }
@@ -124,9 +135,40 @@ impl Server {
             .is_err()
         {
             tracing::warn!(target: "weir::server", "grace period over; closing the remaining connections");
+            self.proxy.mark_shutdown_cut();
+            let _ = force_close.send(true);
+            // Let the connection tasks run their drops (and access log lines).
+            tokio::task::yield_now().await;
         }
         Ok(())
     }
+}
+
+/// Logs why a connection ended badly, at a level that fits the cause.
+///
+/// Malformed requests and timeouts are the client's doing and worth a line;
+/// a response body that failed is already in the access log.
+fn log_connection_error(peer: SocketAddr, err: &(dyn std::error::Error + 'static)) {
+    let body_failed = error_chain_has::<weir_stream::StreamError>(err);
+    let detail = crate::upstream::error_chain(err);
+    if body_failed {
+        tracing::debug!(target: "weir::server", %peer, "connection closed after a body failed: {detail}");
+    } else {
+        tracing::info!(target: "weir::server", %peer, "connection error: {detail}");
+    }
+}
+
+fn error_chain_has<E: std::error::Error + 'static>(
+    err: &(dyn std::error::Error + 'static),
+) -> bool {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if e.is::<E>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {

@@ -118,9 +118,9 @@ pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
             tracing::info!("weir listening on http://{addr}/");
         }
         server.run(shutdown_signal()).await?;
-        for origin in origins {
-            origin.shutdown().await;
-        }
+        // The proxy has drained (or cut) its requests; nothing the origins
+        // still do can reach a client, so stop them at once.
+        drop(origins);
         tracing::info!("weir stopped");
         Ok(())
     })

@@ -156,7 +156,7 @@ pub enum HostHeader {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{file}: cannot read config: {source}")]
+    #[error("{file}: cannot read config")]
     Read {
         /// The path.
         file: String,
@@ -164,7 +164,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file was read but is invalid.
-    #[error("{file}:{line}:{column}: key `{key}`: {message}")]
+    #[error("{file}:{line}:{column}: {}{message}", key_label(.key))]
     Invalid {
         /// The path or label.
         file: String,
@@ -172,11 +172,20 @@ pub enum ConfigError {
         line: usize,
         /// 1-based column.
         column: usize,
-        /// The dotted key path, e.g. `route[1].upstream`.
+        /// The dotted key path, e.g. `route[1].upstream`; empty for a
+        /// syntax error, which belongs to no key yet.
         key: String,
         /// What is wrong.
         message: String,
     },
+}
+
+fn key_label(key: &str) -> String {
+    if key.is_empty() {
+        String::new()
+    } else {
+        format!("key `{key}`: ")
+    }
 }
 
 impl Config {
@@ -191,7 +200,10 @@ impl Config {
             file: path.display().to_string(),
             source,
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        let base = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
         Config::parse(&text, &path.display().to_string(), base)
     }
 

@@ -55,7 +55,20 @@ impl Default for RawServer {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawListener {
-    pub address: SocketAddr,
+    #[serde(deserialize_with = "socket_addr")]
+    pub address: Spanned<SocketAddr>,
+}
+
+/// An `ip:port` address, with a hint when a host name was written.
+fn socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Spanned<SocketAddr>, D::Error> {
+    let text = Spanned::<String>::deserialize(d)?;
+    let span = text.span();
+    text.get_ref().parse::<SocketAddr>().map(|a| Spanned::new(span, a)).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{:?} is not an IP address and port; write it like \"127.0.0.1:8080\" or \"[::1]:8080\" (host names are not resolved)",
+            text.get_ref()
+        ))
+    })
 }
 
 #[derive(Debug, Deserialize)]

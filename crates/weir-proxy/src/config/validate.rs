@@ -97,7 +97,17 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                 .map_err(|e| errors.at(0..0, "listener", format!("bad default listener: {e}")))?,
         ]
     } else {
-        raw.listeners.iter().map(|l| l.address).collect()
+        let mut seen = HashSet::new();
+        for (i, l) in raw.listeners.iter().enumerate() {
+            if !seen.insert(*l.address.get_ref()) {
+                return Err(errors.at(
+                    l.address.span(),
+                    format!("listener[{i}].address"),
+                    format!("{} is already a listener", l.address.get_ref()),
+                ));
+            }
+        }
+        raw.listeners.iter().map(|l| *l.address.get_ref()).collect()
     };
 
     let client = ClientSettings {
@@ -223,16 +233,19 @@ fn deserialize(text: &str, errors: &Errors<'_>) -> Result<RawConfig, ConfigError
 }
 
 fn toml_error(e: &toml::de::Error, key: String, errors: &Errors<'_>) -> ConfigError {
-    let key = if key.is_empty() || key == "." {
-        "(top level)".to_owned()
-    } else {
-        key
-    };
-    errors.at(
-        e.span().unwrap_or(0..0),
-        key,
-        e.message().trim_end().to_owned(),
-    )
+    let key = if key == "." { String::new() } else { key };
+    let mut message = e.message().trim_end().to_owned();
+    // `[listener]` where `[[listener]]` was meant.
+    if let Some(table) = ["listener", "upstream", "route"]
+        .into_iter()
+        .find(|t| *t == key)
+        && message.contains("expected a sequence")
+    {
+        message.push_str(&format!(
+            "; declare each one under its own [[{table}]] header"
+        ));
+    }
+    errors.at(e.span().unwrap_or(0..0), key, message)
 }
 
 fn upstream(
@@ -273,10 +286,14 @@ fn upstream(
             let root = base_dir.join(root);
             if !root.is_dir() {
                 let span = u.root.as_ref().map_or(origin.span(), |r| r.span());
+                let shown = std::path::absolute(&root).unwrap_or(root);
                 return Err(errors.at(
                     span,
                     format!("upstream[{i}].root"),
-                    format!("{} is not a directory", root.display()),
+                    format!(
+                        "{} is not a directory (a relative root is relative to the config file's directory)",
+                        shown.display()
+                    ),
                 ));
             }
             UpstreamTarget::Embedded { root }
@@ -439,6 +456,29 @@ mod tests {
     fn syntax_error_has_a_line() {
         let e = err("[[upstream]\nname = 1\n");
         assert!(e.starts_with("test.toml:1:"), "{e}");
+        assert!(!e.contains("key"), "{e}");
+    }
+
+    #[test]
+    fn single_bracket_table_gets_a_hint() {
+        let e = err("[listener]\naddress = \"127.0.0.1:1\"\n");
+        assert!(e.contains("[[listener]]"), "{e}");
+    }
+
+    #[test]
+    fn listener_address_must_be_an_ip_and_unique() {
+        let e = err(&format!("[[listener]]\naddress = \"localhost:80\"\n{OK}"));
+        assert!(
+            e.contains("listener[0].address") && e.contains("127.0.0.1:8080"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "[[listener]]\naddress = \"127.0.0.1:9\"\n[[listener]]\naddress = \"127.0.0.1:9\"\n{OK}"
+        ));
+        assert!(
+            e.starts_with("test.toml:4:") && e.contains("already a listener"),
+            "{e}"
+        );
     }
 
     #[test]
