@@ -75,6 +75,16 @@ fn describe(config: &Config) -> String {
         );
     }
     let (s, c) = (&config.server, &config.client);
+    let trusted: Vec<String> = s.trusted_proxies.iter().map(ToString::to_string).collect();
+    out += &format!(
+        "server    trusted_proxies={} via_pseudonym={}\n",
+        if trusted.is_empty() {
+            "none".to_owned()
+        } else {
+            trusted.join(",")
+        },
+        s.via_pseudonym,
+    );
     out += &format!(
         "timeouts  header_read={} body_idle={} shutdown_grace={} connect={} response_header={}\n",
         format_duration(s.header_read_timeout),

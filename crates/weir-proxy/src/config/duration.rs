@@ -4,7 +4,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, de};
 
+/// The longest duration a config may give: 7 days. Anything longer is
+/// almost certainly a typo, and a deadline far enough in the future
+/// overflows `Instant + Duration` inside hyper and tokio.
+pub(super) const MAX: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
 /// Deserializes a duration from a human string (parsed by `humantime`).
+///
+/// The duration must be greater than zero and at most 7 days ([`MAX`]);
+/// a longer one is rejected as `duration "…" is longer than the maximum of
+/// 7 days`, so no timer built from the config can overflow at runtime.
 pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     let dur = humantime::parse_duration(&text).map_err(|e| {
@@ -17,10 +26,27 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
             "duration {text:?} must be greater than zero"
         )));
     }
+    if dur > MAX {
+        return Err(de::Error::custom(format!(
+            "duration {text:?} is longer than the maximum of 7 days (\"7d\")"
+        )));
+    }
     Ok(dur)
 }
 
-/// Formats a duration the way the config accepts it, for `weir check`.
+/// Formats a duration the way the config accepts it, for `weir check`: a
+/// whole number of the largest unit that represents it exactly, out of
+/// seconds, milliseconds, microseconds and nanoseconds (`"90s"`, `"600s"`,
+/// `"250ms"`, `"1500ms"`). Parsing the result gives back `d`.
 pub fn format(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
+    let nanos = d.as_nanos();
+    if nanos % 1_000_000_000 == 0 {
+        format!("{}s", d.as_secs())
+    } else if nanos % 1_000_000 == 0 {
+        format!("{}ms", d.as_millis())
+    } else if nanos % 1_000 == 0 {
+        format!("{}us", d.as_micros())
+    } else {
+        format!("{nanos}ns")
+    }
 }

@@ -2,13 +2,15 @@
 //! proxy runs with.
 //!
 //! [`Config::from_file`] and [`Config::parse`] read and validate; every
-//! error names the file, the line and column, and the key
+//! error in the text names the file, the line and column, and the key
 //! ([`ConfigError::Invalid`]). The key reference lives in README.md.
 
 mod duration;
 mod raw;
 mod validate;
 
+use std::fs::File;
+use std::io::Read as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -163,6 +165,21 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The path names something other than a regular file (a directory, a
+    /// FIFO, a device such as `/dev/zero`); symlinks are followed.
+    #[error("{file}: not a regular file; give the path of a TOML file")]
+    NotAFile {
+        /// The path.
+        file: String,
+    },
+    /// The file is longer than Weir reads.
+    #[error("{file}: config is larger than the limit of {limit_bytes} bytes")]
+    TooLarge {
+        /// The path.
+        file: String,
+        /// The most Weir reads ([`MAX_CONFIG_BYTES`]).
+        limit_bytes: u64,
+    },
     /// The file was read but is invalid.
     #[error("{file}:{line}:{column}: {}{message}", key_label(.key))]
     Invalid {
@@ -180,6 +197,42 @@ pub enum ConfigError {
     },
 }
 
+/// The most bytes [`Config::from_file`] reads: 1 MiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads at most [`MAX_CONFIG_BYTES`] from the regular file at `path`.
+///
+/// The type is checked before opening, so a FIFO (whose `open` blocks until
+/// a writer appears) is refused rather than waited on, and checked again on
+/// the opened handle in case the path changed in between.
+fn read_limited(path: &Path, label: &str) -> Result<Vec<u8>, ConfigError> {
+    let read_error = |source| ConfigError::Read {
+        file: label.to_owned(),
+        source,
+    };
+    let not_a_file = || ConfigError::NotAFile {
+        file: label.to_owned(),
+    };
+    if !std::fs::metadata(path).map_err(read_error)?.is_file() {
+        return Err(not_a_file());
+    }
+    let file = File::open(path).map_err(read_error)?;
+    if !file.metadata().map_err(read_error)?.is_file() {
+        return Err(not_a_file());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::TooLarge {
+            file: label.to_owned(),
+            limit_bytes: MAX_CONFIG_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
 fn key_label(key: &str) -> String {
     if key.is_empty() {
         String::new()
@@ -193,18 +246,21 @@ impl Config {
     /// it (an embedded origin's `root`) are relative to the file's directory.
     ///
     /// # Errors
-    /// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::Invalid`]
-    /// for a syntax error, an unknown key, a bad value or a dangling reference.
+    /// [`ConfigError::Read`] if the file cannot be read,
+    /// [`ConfigError::NotAFile`] if `path` (after following symlinks) is not
+    /// a regular file, [`ConfigError::TooLarge`] if it is longer than
+    /// [`MAX_CONFIG_BYTES`], [`ConfigError::Invalid`] for text that is not
+    /// UTF-8, a syntax error, an unknown key, a bad value or a dangling
+    /// reference.
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            file: path.display().to_string(),
-            source,
-        })?;
+        let label = path.display().to_string();
+        let bytes = read_limited(path, &label)?;
+        let text = validate::utf8(&bytes, &label)?;
         let base = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
-        Config::parse(&text, &path.display().to_string(), base)
+        Config::parse(text, &label, base)
     }
 
     /// Validates config `text`. `label` names it in errors; `base_dir`

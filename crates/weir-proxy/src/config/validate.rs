@@ -2,7 +2,7 @@
 //! file, line, column and key.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 use std::path::Path;
 
@@ -49,6 +49,25 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
+}
+
+/// `bytes` as text, or an error pointing at the first byte that is not UTF-8.
+pub(super) fn utf8<'a>(bytes: &'a [u8], label: &str) -> Result<&'a str, ConfigError> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let valid = &bytes[..e.valid_up_to()];
+        // The prefix is valid UTF-8 by construction.
+        let text = std::str::from_utf8(valid).unwrap_or_default();
+        let errors = Errors { text, label };
+        errors.at(
+            text.len()..text.len(),
+            "",
+            format!(
+                "the file is not valid UTF-8 (byte 0x{:02x} at offset {}); save it as UTF-8",
+                bytes[e.valid_up_to()],
+                e.valid_up_to()
+            ),
+        )
+    })
 }
 
 pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, ConfigError> {
@@ -143,28 +162,13 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
     for (i, route) in raw.routes.iter().enumerate() {
         let r = route.get_ref();
         let prefix = r.path_prefix.get_ref();
-        if !prefix.starts_with('/') || prefix.contains(['?', '#']) {
-            return Err(errors.at(
-                r.path_prefix.span(),
-                format!("route[{i}].path_prefix"),
-                format!("{prefix:?} must start with '/' and hold no query or fragment"),
-            ));
-        }
+        check_path_prefix(prefix)
+            .map_err(|m| errors.at(r.path_prefix.span(), format!("route[{i}].path_prefix"), m))?;
         let host = match &r.host {
-            Some(h) => {
-                let lower = h.get_ref().to_ascii_lowercase();
-                if lower.is_empty()
-                    || lower.parse::<http::uri::Authority>().is_err()
-                    || lower.contains(['/', '@'])
-                {
-                    return Err(errors.at(
-                        h.span(),
-                        format!("route[{i}].host"),
-                        format!("{:?} is not a host name", h.get_ref()),
-                    ));
-                }
-                Some(strip_port(&lower).to_owned())
-            }
+            Some(h) => Some(
+                route_host(h.get_ref())
+                    .map_err(|m| errors.at(h.span(), format!("route[{i}].host"), m))?,
+            ),
             None => None,
         };
         let name = r.upstream.get_ref();
@@ -329,7 +333,92 @@ fn upstream(
     })
 }
 
+/// Why `prefix` can never match a request, if it cannot.
+///
+/// The router matches the raw path after dot-segment removal
+/// ([`crate::route::normalize_path`]), so a prefix holding a `.` or `..`
+/// segment (also written `%2e`) matches nothing. An encoded slash or a
+/// backslash is not a segment boundary to the router but may be one to the
+/// upstream, so the route would not cover what it seems to.
+fn check_path_prefix(prefix: &str) -> Result<(), String> {
+    if !prefix.starts_with('/') || prefix.contains(['?', '#']) {
+        return Err(format!(
+            "{prefix:?} must start with '/' and hold no query or fragment"
+        ));
+    }
+    let lower = prefix.to_ascii_lowercase();
+    if lower
+        .split('/')
+        .map(|seg| seg.replace("%2e", "."))
+        .any(|seg| seg == "." || seg == "..")
+    {
+        return Err(format!(
+            "{prefix:?} holds a '.' or '..' segment (perhaps written %2e); request paths are matched after those are removed, so this prefix could never match; write the path it resolves to"
+        ));
+    }
+    if prefix.contains('\\') || lower.contains("%2f") || lower.contains("%5c") {
+        return Err(format!(
+            "{prefix:?} holds a backslash or an encoded slash (%2F, %5C); the router splits paths only at '/', so write segments with plain '/'"
+        ));
+    }
+    Ok(())
+}
+
+/// A route's `host` as matched: lower-case, without port or trailing dot.
+///
+/// Letters, digits, `-`, `_` and `.` only, or a bracketed IPv6 literal.
+fn route_host(text: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("{text:?} is not a host name: {why}");
+    let lower = text.to_ascii_lowercase();
+    if lower.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if lower.contains('@') {
+        return Err(bad("user info ('user@') is not part of a host"));
+    }
+    if lower.parse::<http::uri::Authority>().is_err() {
+        return Err(bad("write it like \"example.com\" or \"[::1]\""));
+    }
+    let host = strip_port(&lower);
+    if let Some(inner) = host.strip_prefix('[') {
+        return match inner.strip_suffix(']').map(str::parse::<Ipv6Addr>) {
+            Some(Ok(_)) => Ok(host.to_owned()),
+            _ => Err(bad("not a valid IPv6 literal")),
+        };
+    }
+    // `example.com.` is the same (fully qualified) name as `example.com`.
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if let Some(c) = host
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c)))
+    {
+        return Err(bad(&format!(
+            "{c:?} is not allowed; use letters, digits, '-', '_' and '.' only"
+        )));
+    }
+    if host.split('.').any(str::is_empty) {
+        return Err(bad("it has an empty label"));
+    }
+    Ok(host.to_owned())
+}
+
+/// The port written after the host in `authority`, if any (possibly empty
+/// or out of range; `Authority::port_u16` cannot tell those from none).
+fn port_text(authority: &str) -> Option<&str> {
+    let after_host = match authority.rfind(']') {
+        Some(i) => &authority[i + 1..],
+        None => authority,
+    };
+    after_host.rfind(':').map(|i| &after_host[i + 1..])
+}
+
 fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
+    // The http crate drops a fragment without a word; refuse it instead.
+    if text.contains('#') {
+        return Err(format!(
+            "{text:?}: an upstream URL cannot carry a fragment ('#')"
+        ));
+    }
     let uri: Uri = text
         .parse()
         .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
@@ -353,6 +442,17 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
         return Err(format!(
             "{text:?}: user info in upstream URLs is not supported"
         ));
+    }
+    if let Some(port) = port_text(authority.as_str()) {
+        match port.parse::<u16>() {
+            Ok(0) => return Err(format!("{text:?}: port 0 is not a port to connect to")),
+            Ok(_) => {}
+            Err(_) => {
+                return Err(format!(
+                    "{text:?}: port {port:?} is not a number from 1 to 65535"
+                ));
+            }
+        }
     }
     if uri.query().is_some() {
         return Err(format!("{text:?}: an upstream URL cannot carry a query"));
@@ -478,6 +578,295 @@ mod tests {
         assert!(
             e.starts_with("test.toml:4:") && e.contains("already a listener"),
             "{e}"
+        );
+    }
+
+    fn with_url(url: &str) -> String {
+        format!("[[upstream]]\nname=\"a\"\nurl=\"{url}\"\n[[route]]\nupstream=\"a\"\n")
+    }
+
+    fn with_route(line: &str) -> String {
+        format!("{OK}\n[[route]]\nupstream = \"app\"\n{line}\n")
+    }
+
+    #[test]
+    fn duration_longer_than_seven_days_is_rejected_naming_the_key() {
+        let e = err(&format!(
+            "[server]\nbody_idle_timeout = \"500000000000y\"\n{OK}"
+        ));
+        assert!(e.starts_with("test.toml:2:"), "{e}");
+        assert!(e.contains("server.body_idle_timeout"), "{e}");
+        assert!(
+            e.contains("duration \"500000000000y\" is longer than the maximum of 7 days"),
+            "{e}"
+        );
+        let e = err(&format!("[client]\nconnect_timeout = \"7days 1ns\"\n{OK}"));
+        assert!(
+            e.contains("client.connect_timeout") && e.contains("maximum of 7 days"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn seven_days_is_the_longest_accepted_duration() {
+        let c = Config::parse(
+            &format!("[client]\npool_idle_timeout = \"7d\"\n{OK}"),
+            "t",
+            Path::new("."),
+        )
+        .expect("valid");
+        assert_eq!(c.client.pool_idle_timeout, super::super::duration::MAX);
+    }
+
+    #[test]
+    fn upstream_url_port_out_of_range_or_zero_is_rejected() {
+        for url in [
+            "http://127.0.0.1:99999",
+            "http://127.0.0.1:65536",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:",
+            "http://[::1]:70000",
+        ] {
+            let e = err(&with_url(url));
+            assert!(
+                e.starts_with("test.toml:3:")
+                    && e.contains("upstream[0].url")
+                    && e.contains("port"),
+                "{url}: {e}"
+            );
+        }
+        for url in ["http://127.0.0.1:65535", "http://[::1]:1", "http://[::1]"] {
+            Config::parse(&with_url(url), "t", Path::new(".")).expect(url);
+        }
+    }
+
+    #[test]
+    fn upstream_url_with_fragment_is_rejected() {
+        for url in ["http://x/#frag", "http://x#", "http://x/base#a"] {
+            let e = err(&with_url(url));
+            assert!(
+                e.contains("upstream[0].url") && e.contains("fragment"),
+                "{url}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn path_prefix_with_dot_segments_is_rejected() {
+        for prefix in [
+            "/a/../b",
+            "/a/./b",
+            "/..",
+            "/a/.",
+            "/a/%2e%2E/b",
+            "/a/%2E",
+            "/a/.%2e/",
+        ] {
+            let e = err(&with_route(&format!("path_prefix = \"{prefix}\"")));
+            assert!(
+                e.starts_with("test.toml:10:")
+                    && e.contains("route[1].path_prefix")
+                    && e.contains("could never match"),
+                "{prefix}: {e}"
+            );
+        }
+        // Dots inside a segment are ordinary characters.
+        for prefix in ["/a.b", "/...", "/.well-known", "/v1..2"] {
+            Config::parse(
+                &with_route(&format!("path_prefix = \"{prefix}\"")),
+                "t",
+                Path::new("."),
+            )
+            .expect(prefix);
+        }
+    }
+
+    #[test]
+    fn path_prefix_with_encoded_slash_or_backslash_is_rejected() {
+        for prefix in ["/a%2fb", "/a%2Fb", "/a%5cb", "/a%5Cb", r"/a\\b"] {
+            let e = err(&with_route(&format!("path_prefix = \"{prefix}\"")));
+            assert!(
+                e.contains("route[1].path_prefix") && e.contains("slash"),
+                "{prefix}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn route_host_trailing_dot_is_stripped() {
+        let c = Config::parse(&with_route("host = \"Example.COM.\""), "t", Path::new("."))
+            .expect("valid");
+        assert_eq!(c.routes[1].host.as_deref(), Some("example.com"));
+        let c = Config::parse(
+            &with_route("host = \"example.com.:8080\""),
+            "t",
+            Path::new("."),
+        )
+        .expect("valid");
+        assert_eq!(c.routes[1].host.as_deref(), Some("example.com"));
+        // The same host with and without the dot is a duplicate route.
+        let e = err(&format!(
+            "{}\n[[route]]\nupstream = \"app\"\nhost = \"example.com\"\n",
+            with_route("host = \"example.com.\"")
+        ));
+        assert!(e.contains("already declared"), "{e}");
+    }
+
+    #[test]
+    fn route_host_with_space_comma_userinfo_or_slash_is_rejected() {
+        for host in [
+            "a b",
+            "a,b",
+            "user@a",
+            "a/b",
+            "",
+            ".",
+            "a..b",
+            "example.com..",
+            "[::1",
+            "[nope]",
+            "a;b",
+            "caf\u{e9}.example",
+        ] {
+            let e = err(&with_route(&format!("host = \"{host}\"")));
+            assert!(
+                e.starts_with("test.toml:10:")
+                    && e.contains("route[1].host")
+                    && e.contains("is not a host name"),
+                "{host:?}: {e}"
+            );
+        }
+        for (host, want) in [
+            ("127.0.0.1", "127.0.0.1"),
+            ("[::1]:80", "[::1]"),
+            ("my_host-1.example", "my_host-1.example"),
+        ] {
+            let c = Config::parse(
+                &with_route(&format!("host = \"{host}\"")),
+                "t",
+                Path::new("."),
+            )
+            .expect(host);
+            assert_eq!(c.routes[1].host.as_deref(), Some(want));
+        }
+    }
+
+    #[test]
+    fn format_duration_prints_one_unit_that_parses_back() {
+        use std::time::Duration;
+        for (d, want) in [
+            (Duration::from_secs(90), "90s"),
+            (Duration::from_secs(600), "600s"),
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_millis(1500), "1500ms"),
+            (Duration::from_micros(1500), "1500us"),
+            (Duration::from_nanos(7), "7ns"),
+            (super::super::duration::MAX, "604800s"),
+        ] {
+            let text = crate::config::format_duration(d);
+            assert_eq!(text, want);
+            assert_eq!(humantime::parse_duration(&text).expect(want), d);
+        }
+    }
+
+    /// A scratch directory for one test, removed when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("weir-config-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create scratch dir");
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn from_file_refuses_directories_fifos_and_devices() {
+        let dir = Scratch::new("not-a-file");
+        let e = Config::from_file(&dir.0).expect_err("a directory");
+        assert!(matches!(e, ConfigError::NotAFile { .. }), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        #[cfg(unix)]
+        {
+            let dev_zero = Path::new("/dev/zero");
+            if dev_zero.exists() {
+                let e = Config::from_file(dev_zero).expect_err("/dev/zero");
+                assert!(matches!(e, ConfigError::NotAFile { .. }), "{e}");
+            }
+            let fifo = dir.0.join("fifo");
+            let made = std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .is_ok_and(|s| s.success());
+            if made {
+                let e = Config::from_file(&fifo).expect_err("a FIFO");
+                assert!(matches!(e, ConfigError::NotAFile { .. }), "{e}");
+                // A symlink is followed to what it names.
+                let link = dir.0.join("link");
+                std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+                let e = Config::from_file(&link).expect_err("a link to a FIFO");
+                assert!(matches!(e, ConfigError::NotAFile { .. }), "{e}");
+            }
+        }
+        let e = Config::from_file(&dir.0.join("missing.toml")).expect_err("missing");
+        assert!(matches!(e, ConfigError::Read { .. }), "{e}");
+    }
+
+    #[test]
+    fn from_file_refuses_a_file_over_one_mib() {
+        let dir = Scratch::new("too-large");
+        let path = dir.0.join("big.toml");
+        let mut text = OK.to_owned();
+        text.push_str(&"#".repeat((1 << 20) - OK.len()));
+        std::fs::write(&path, &text).expect("write");
+        Config::from_file(&path).expect("exactly 1 MiB is read");
+        text.push('\n');
+        std::fs::write(&path, &text).expect("write");
+        let e = Config::from_file(&path).expect_err("over 1 MiB");
+        assert!(
+            matches!(
+                e,
+                ConfigError::TooLarge {
+                    limit_bytes: 1_048_576,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("1048576 bytes"), "{e}");
+    }
+
+    #[test]
+    fn from_file_names_the_line_of_non_utf8_text() {
+        let dir = Scratch::new("non-utf8");
+        let path = dir.0.join("latin1.toml");
+        let mut bytes = OK.as_bytes().to_vec();
+        bytes.extend_from_slice(b"# caf\xe9\n");
+        std::fs::write(&path, &bytes).expect("write");
+        let e = Config::from_file(&path).expect_err("not UTF-8");
+        let text = e.to_string();
+        assert!(
+            matches!(
+                e,
+                ConfigError::Invalid {
+                    line: 7,
+                    column: 6,
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("not valid UTF-8") && text.contains("0xe9"),
+            "{text}"
         );
     }
 
