@@ -8,7 +8,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Instant;
 
 use weir_stream::{Batch, StreamError, Transform};
@@ -61,8 +61,32 @@ impl fmt::Display for Outcome {
 pub struct RequestCounters {
     /// Request body bytes forwarded upstream.
     pub bytes_in: AtomicU64,
-    /// Set when the client's request body failed (the client went away mid-upload).
-    pub client_failed: AtomicBool,
+    /// How the client's request body failed, if it did ([`ClientBodyFailure`] as `u8`).
+    client_failure: AtomicU8,
+}
+
+/// How a client's request body failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientBodyFailure {
+    /// It was malformed, or the client went away mid-upload.
+    Broken = 1,
+    /// The client sent nothing for `body_idle_timeout`.
+    IdleTimeout = 2,
+}
+
+impl RequestCounters {
+    /// How the request body failed, if it did.
+    pub fn client_failure(&self) -> Option<ClientBodyFailure> {
+        match self.client_failure.load(Ordering::Relaxed) {
+            1 => Some(ClientBodyFailure::Broken),
+            2 => Some(ClientBodyFailure::IdleTimeout),
+            _ => None,
+        }
+    }
+
+    fn set_client_failure(&self, failure: ClientBodyFailure) {
+        self.client_failure.store(failure as u8, Ordering::Relaxed);
+    }
 }
 
 /// What the access log line says about one request; filled in as the
@@ -113,7 +137,7 @@ impl AccessRecord {
         );
         let outcome = if failed && self.shutdown_cut.load(Ordering::Relaxed) {
             Outcome::Shutdown
-        } else if failed && self.counters.client_failed.load(Ordering::Relaxed) {
+        } else if failed && self.counters.client_failure().is_some() {
             Outcome::ClientAborted
         } else {
             outcome
@@ -210,8 +234,9 @@ impl Drop for ResponseLog {
     }
 }
 
-/// A stage of the request-body pipeline: counts bytes going upstream and
-/// marks the record when the client's upload fails.
+/// A stage of the request-body pipeline: counts bytes going upstream,
+/// marks the record when the client's upload fails, and strips request
+/// trailers of fields they must not carry.
 #[derive(Debug)]
 pub struct RequestTally {
     counters: Arc<RequestCounters>,
@@ -237,11 +262,22 @@ impl Transform for RequestTally {
     fn abort(&mut self, reason: &StreamError) {
         // The upstream side stopping early is not the client's fault.
         if matches!(reason, StreamError::Failed(_)) {
-            self.counters.client_failed.store(true, Ordering::Relaxed);
+            let idle = reason
+                .reason()
+                .is_some_and(|r| r.downcast_ref::<BodyIdleTimeout>().is_some());
+            self.counters.set_client_failure(if idle {
+                ClientBodyFailure::IdleTimeout
+            } else {
+                ClientBodyFailure::Broken
+            });
         }
     }
 
     fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
         upstream
+    }
+
+    fn trailers(&mut self, trailers: &mut http::HeaderMap) {
+        crate::headers::sanitize_trailers(trailers);
     }
 }

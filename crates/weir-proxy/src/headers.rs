@@ -66,8 +66,8 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
             let is_trailers = parts
                 .next()
                 .is_some_and(|t| t.eq_ignore_ascii_case("trailers"));
-            // "trailers" takes no weight; a q=0 would mean "not acceptable".
-            is_trailers && parts.all(|p| !p.replace(' ', "").eq_ignore_ascii_case("q=0"))
+            // "trailers" takes no weight; a q of 0 would mean "not acceptable".
+            is_trailers && parts.all(|p| !is_zero_weight(p))
         });
 
     let named: Vec<HeaderName> = headers
@@ -84,6 +84,51 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
         headers.remove(name);
     }
     te_trailers
+}
+
+/// Whether a `TE` parameter is a weight of zero (`q=0`, `q=0.0`, `Q=0.000`).
+fn is_zero_weight(param: &str) -> bool {
+    let Some((name, value)) = param.split_once('=') else {
+        return false;
+    };
+    name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
+}
+
+/// Fields a trailer section must not carry because they control framing,
+/// routing, authentication or how the message is handled (RFC 9110
+/// §6.5.1), plus the hop-by-hop and forwarding fields Weir manages. Removed
+/// from request trailers, so a client cannot slip them past the header rules.
+const NOT_IN_TRAILERS: [HeaderName; 16] = [
+    header::CONNECTION,
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_ENCODING,
+    header::CONTENT_TYPE,
+    header::CONTENT_RANGE,
+    header::TRAILER,
+    header::HOST,
+    header::AUTHORIZATION,
+    header::PROXY_AUTHORIZATION,
+    header::COOKIE,
+    header::FORWARDED,
+    header::VIA,
+    header::CACHE_CONTROL,
+];
+
+/// Removes from `trailers` every field that must not appear there (see
+/// [`NOT_IN_TRAILERS`]), the `X-Forwarded-*` fields, and the obsolete
+/// `Keep-Alive` and `Proxy-Connection`.
+pub fn sanitize_trailers(trailers: &mut HeaderMap) {
+    for name in &NOT_IN_TRAILERS {
+        trailers.remove(name);
+    }
+    for name in [X_FORWARDED_FOR, X_FORWARDED_PROTO, X_FORWARDED_HOST] {
+        trailers.remove(name);
+    }
+    trailers.remove("keep-alive");
+    trailers.remove("proxy-connection");
 }
 
 /// Where the downstream request came from, for `X-Forwarded-*`.
@@ -233,8 +278,12 @@ mod tests {
         let mut h = map(&[("te", "gzip, trailers")]);
         assert!(remove_hop_by_hop(&mut h));
         assert!(!h.contains_key("te"));
-        let mut h = map(&[("te", "trailers;q=0")]);
-        assert!(!remove_hop_by_hop(&mut h));
+        for zero in ["trailers;q=0", "trailers; q=0.0", "trailers;Q=0.000"] {
+            let mut h = map(&[("te", zero)]);
+            assert!(!remove_hop_by_hop(&mut h), "{zero}");
+        }
+        let mut h = map(&[("te", "trailers;q=0.5")]);
+        assert!(remove_hop_by_hop(&mut h));
     }
 
     #[test]
@@ -285,6 +334,19 @@ mod tests {
         append_via(&mut h, Version::HTTP_2, "weir");
         let all: Vec<_> = h.get_all("via").iter().collect();
         assert_eq!(all, ["1.0 fred", "2 weir"]);
+    }
+
+    #[test]
+    fn trailers_cannot_carry_routing_or_forwarding_fields() {
+        let mut t = map(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("host", "evil"),
+            ("content-length", "1"),
+            ("x-sum", "1"),
+        ]);
+        sanitize_trailers(&mut t);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert!(t.contains_key("x-sum"));
     }
 
     #[test]

@@ -1,38 +1,94 @@
-//! Socket wrappers.
+//! The downstream socket wrapper: deadlines hyper does not enforce itself.
 
+use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
-/// A stream whose first read must bring data within a deadline.
+/// Bytes after which the auto (HTTP/1 + HTTP/2) server has surely chosen
+/// its protocol: the length of the HTTP/2 connection preface (RFC 9113 §3.4).
+const PREFACE_LEN: usize = 24;
+
+/// A downstream connection with two deadlines of its own.
 ///
-/// hyper's HTTP/1 header read timeout starts only once the protocol is
-/// known; before that, the auto (HTTP/1 + HTTP/2) server waits for the
-/// first bytes with no deadline. This closes that gap: a client that opens
-/// a connection and sends nothing gets a `TimedOut` error and is dropped.
-/// Writes and every read after the first byte pass straight through
-/// (vectored writes included).
+/// - **Preface deadline.** hyper's HTTP/1 header read timeout starts only
+///   once the protocol is known; before that, the auto server waits for up
+///   to 24 bytes with no deadline, so a client that sends nothing, or one
+///   byte of the HTTP/2 preface, could hold the socket forever. Until 24
+///   bytes have arrived, they must arrive within `preface_timeout` of the
+///   accept.
+/// - **Idle deadline.** When no byte moves in either direction for `idle`,
+///   the connection fails with `TimedOut`. This bounds what hyper leaves
+///   open-ended: an HTTP/2 connection with no stream, a stream whose header
+///   block never completes, and a client that stops reading a response (an
+///   HTTP/1 write, or an HTTP/2 stream with a zero window, that never
+///   drains).
+///
+/// The idle clock is checked lazily: activity only records an instant, and
+/// the timer is re-armed when it fires early, so a busy connection costs
+/// no timer updates. Writes, vectored ones included, pass straight through.
 #[derive(Debug)]
-pub struct FirstByteDeadline<S> {
+pub struct DownstreamIo<S> {
     inner: S,
-    deadline: Option<Pin<Box<Sleep>>>,
+    /// Bytes still expected before the protocol is surely known.
+    preface_left: usize,
+    preface_deadline: Option<Pin<Box<Sleep>>>,
+    idle: Duration,
+    last_activity: Instant,
+    idle_timer: Pin<Box<Sleep>>,
 }
 
-impl<S> FirstByteDeadline<S> {
-    /// Wraps `inner`; the first byte must arrive within `timeout`.
-    pub fn new(inner: S, timeout: Duration) -> Self {
-        FirstByteDeadline {
+impl<S> DownstreamIo<S> {
+    /// Wraps an accepted socket.
+    pub fn new(inner: S, preface_timeout: Duration, idle: Duration) -> Self {
+        let now = Instant::now();
+        DownstreamIo {
             inner,
-            deadline: Some(Box::pin(tokio::time::sleep(timeout))),
+            preface_left: PREFACE_LEN,
+            preface_deadline: Some(Box::pin(tokio::time::sleep_until(now + preface_timeout))),
+            idle,
+            last_activity: now,
+            idle_timer: Box::pin(tokio::time::sleep_until(now + idle)),
+        }
+    }
+
+    /// Called when an operation is pending: fails if a deadline has passed,
+    /// and otherwise makes sure the timers will wake the task.
+    fn check_deadlines(&mut self, cx: &mut Context<'_>, reading: bool) -> Option<io::Error> {
+        if reading
+            && let Some(deadline) = self.preface_deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            return Some(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "client did not send a request before the header read timeout",
+            ));
+        }
+        loop {
+            if self.idle_timer.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            let due = self.last_activity + self.idle;
+            if due <= Instant::now() {
+                return Some(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "connection idle: no bytes moved either way for {} ms",
+                        self.idle.as_millis()
+                    ),
+                ));
+            }
+            // There was activity since the timer was armed: re-arm and poll again.
+            self.idle_timer.as_mut().reset(due);
         }
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for FirstByteDeadline<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for DownstreamIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -40,31 +96,59 @@ impl<S: AsyncRead + Unpin> AsyncRead for FirstByteDeadline<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        let res = Pin::new(&mut this.inner).poll_read(cx, buf);
-        let Some(deadline) = this.deadline.as_mut() else {
-            return res;
-        };
-        if res.is_ready() {
-            if buf.filled().len() > before {
-                this.deadline = None;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(res) => {
+                let n = buf.filled().len() - before;
+                if n > 0 {
+                    this.last_activity = Instant::now();
+                    if this.preface_deadline.is_some() {
+                        this.preface_left = this.preface_left.saturating_sub(n);
+                        if this.preface_left == 0 {
+                            this.preface_deadline = None;
+                        }
+                    }
+                }
+                Poll::Ready(res)
             }
-        } else if deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client sent nothing before the header read timeout",
-            )));
+            Poll::Pending => match this.check_deadlines(cx, true) {
+                Some(err) => Poll::Ready(Err(err)),
+                None => Poll::Pending,
+            },
         }
-        res
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<S> {
+impl<S: AsyncWrite + Unpin> DownstreamIo<S> {
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        res: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match res {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.last_activity = Instant::now();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.check_deadlines(cx, false) {
+                Some(err) => Poll::Ready(Err(err)),
+                None => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for DownstreamIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.after_write(cx, res)
     }
 
     fn poll_write_vectored(
@@ -72,7 +156,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let res = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.after_write(cx, res)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -87,5 +173,3 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FirstByteDeadline<S> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
-
-use std::future::Future as _;

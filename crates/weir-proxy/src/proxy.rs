@@ -16,13 +16,13 @@ use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
 use weir_stream::{once, pull};
 
-use crate::access_log::{AccessRecord, Outcome, RequestTally, ResponseLog};
+use crate::access_log::{AccessRecord, ClientBodyFailure, Outcome, RequestTally, ResponseLog};
 use crate::body::{IdleTimeout, RequestBody, ResponseBody, ResponseSource};
 use crate::config::strip_port;
 use crate::config::{Config, HostHeader, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::headers::{self, Peer};
 use crate::route::{Route, RouteTable, normalize_path};
-use crate::upstream::UpstreamClient;
+use crate::upstream::{UpstreamClient, UpstreamError};
 
 /// Why a [`Proxy`] could not be built from a config.
 #[derive(Debug, thiserror::Error)]
@@ -119,34 +119,69 @@ impl Proxy {
         };
 
         match self.client.send(upstream_req).await {
-            Ok(resp) => self.downstream_response(resp, record, head_only),
+            Ok(resp) => match self.downstream_response(resp, record, head_only) {
+                Ok(resp) => resp,
+                Err((local, record)) => self.local_response(local, record, head_only),
+            },
             Err(err) => {
+                let local = self.upstream_failure(&err, &target, &mut record);
+                self.local_response(local, record, head_only)
+            }
+        }
+    }
+
+    /// The response for a request that got no upstream response. When the
+    /// client's own request body broke (malformed, stalled, abandoned), the
+    /// upstream is not to blame: 400 or 408, and no upstream warning.
+    fn upstream_failure(
+        &self,
+        err: &UpstreamError,
+        target: &Target<'_>,
+        record: &mut AccessRecord,
+    ) -> Local {
+        record.reason = Some(err.to_string());
+        match record.counters().client_failure() {
+            Some(ClientBodyFailure::IdleTimeout) => {
+                tracing::debug!(target: "weir::proxy", "request body stalled: {err}");
+                Local {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    body: "408 Request Timeout: the request body stalled\n",
+                    outcome: Outcome::ClientAborted,
+                }
+            }
+            Some(ClientBodyFailure::Broken) => {
+                tracing::debug!(target: "weir::proxy", "request body failed: {err}");
+                Local {
+                    status: StatusCode::BAD_REQUEST,
+                    body: "400 Bad Request: the request body was malformed or cut short\n",
+                    outcome: Outcome::ClientAborted,
+                }
+            }
+            None => {
                 tracing::warn!(
                     target: "weir::proxy",
                     upstream = %target.upstream.name,
                     status = err.status().as_u16(),
                     "upstream failed: {err}"
                 );
-                record.reason = Some(err.to_string());
-                let local = Local {
-                    status: err.status(),
-                    body: if err.is_timeout() {
-                        "504 Gateway Timeout\n"
-                    } else {
-                        "502 Bad Gateway\n"
-                    },
-                    outcome: if err.is_timeout() {
-                        Outcome::UpstreamTimeout
-                    } else {
-                        Outcome::UpstreamError
-                    },
-                };
-                self.local_response(local, record, head_only)
+                if err.is_timeout() {
+                    Local {
+                        status: err.status(),
+                        body: "504 Gateway Timeout\n",
+                        outcome: Outcome::UpstreamTimeout,
+                    }
+                } else {
+                    Local {
+                        status: err.status(),
+                        body: "502 Bad Gateway\n",
+                        outcome: Outcome::UpstreamError,
+                    }
+                }
             }
         }
     }
 
-    /// Phase 1: pick the route and upstream.
+    /// Phase 1: check the request line and host, pick the route and upstream.
     fn route(&self, req: &Request<Incoming>) -> Result<Target<'_>, Local> {
         if req.method() == Method::CONNECT {
             return Err(Local {
@@ -155,27 +190,23 @@ impl Proxy {
                 outcome: Outcome::BadRequest,
             });
         }
-        let Some(path) = normalize_path(req.uri().path()) else {
+        if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
+            && !only_chunked(te)
+        {
+            // RFC 9112 §6.1: a coding the server does not understand → 501.
             return Err(Local {
-                status: StatusCode::BAD_REQUEST,
-                body: "400 Bad Request: invalid request path\n",
+                status: StatusCode::NOT_IMPLEMENTED,
+                body: "501 Not Implemented: only the chunked transfer coding is supported\n",
                 outcome: Outcome::BadRequest,
             });
+        }
+        let Some(path) = normalize_path(req.uri().path()) else {
+            return Err(bad_request("400 Bad Request: invalid request path\n"));
         };
-        // RFC 9112 §3.2.2: an absolute-form target's authority wins over Host.
-        // Either way, it only selects a route: Weir connects to the route's
-        // upstream, never to a host named by the client.
-        let client_host = match req.uri().authority() {
-            Some(a) => Some(a.as_str().to_owned()),
-            None => req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned),
-        };
+        let client_host = request_host(req)?;
         let match_host = client_host
             .as_deref()
-            .map(|h| strip_port(h).to_ascii_lowercase());
+            .map(|h| strip_port(h).trim_end_matches('.').to_ascii_lowercase());
         let Some(route) = self.routes.find(match_host.as_deref(), &path) else {
             return Err(Local {
                 status: StatusCode::NOT_FOUND,
@@ -263,6 +294,14 @@ impl Proxy {
         let body = if http_body::Body::is_end_stream(&body) {
             Either::Right(Empty::new())
         } else {
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+                // Say so explicitly: for GET and HEAD, hyper would otherwise
+                // assume there is no body and drop it.
+                parts.headers.insert(
+                    header::TRANSFER_ENCODING,
+                    HeaderValue::from_static("chunked"),
+                );
+            }
             let source =
                 IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
             Either::Left(SourceBody::new(pull(
@@ -275,23 +314,55 @@ impl Proxy {
 
     /// Phase 4: the upstream's response, with hop-by-hop fields removed,
     /// `Via` added, and its body streamed through the log stage.
+    ///
+    /// A response Weir cannot forward faithfully becomes a 502: a `101`
+    /// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
+    /// transfer coding other than `chunked`.
+    #[allow(clippy::result_large_err)]
     fn downstream_response(
         &self,
         resp: Response<Incoming>,
         mut record: AccessRecord,
         head_only: bool,
-    ) -> Response<ResponseBody> {
+    ) -> Result<Response<ResponseBody>, (Local, AccessRecord)> {
         let (mut parts, body) = resp.into_parts();
+        let status = parts.status;
+        let unforwardable = if status == StatusCode::SWITCHING_PROTOCOLS {
+            Some("101 Switching Protocols that was never asked for")
+        } else if parts
+            .headers
+            .get(header::TRANSFER_ENCODING)
+            .is_some_and(|te| !only_chunked(te))
+        {
+            Some("a transfer coding other than chunked")
+        } else {
+            None
+        };
+        if let Some(what) = unforwardable {
+            let authority = record.upstream.clone().unwrap_or_default();
+            tracing::warn!(target: "weir::proxy", upstream = %authority, "upstream sent {what}");
+            record.reason = Some(format!("upstream sent {what}"));
+            let local = Local {
+                status: StatusCode::BAD_GATEWAY,
+                body: "502 Bad Gateway\n",
+                outcome: Outcome::UpstreamError,
+            };
+            return Err((local, record));
+        }
+
         headers::remove_hop_by_hop(&mut parts.headers);
+        if status.is_informational() || status == StatusCode::NO_CONTENT {
+            // RFC 9110 §8.6: these never carry Content-Length.
+            parts.headers.remove(header::CONTENT_LENGTH);
+        }
         headers::append_via(
             &mut parts.headers,
             parts.version,
             &self.settings.via_pseudonym,
         );
         parts.version = Version::default();
-        record.status = parts.status.as_u16();
+        record.status = status.as_u16();
 
-        let status = parts.status;
         let no_body = head_only
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
@@ -308,7 +379,10 @@ impl Proxy {
             ))
         };
         let log = ResponseLog::new(record, Outcome::Ok, !no_body);
-        Response::from_parts(parts, SourceBody::new(pull(source, log)))
+        Ok(Response::from_parts(
+            parts,
+            SourceBody::new(pull(source, log)),
+        ))
     }
 
     /// A response Weir makes itself.
@@ -345,4 +419,59 @@ impl Proxy {
             .iter()
             .any(|net| net.contains(&ip))
     }
+}
+
+fn bad_request(body: &'static str) -> Local {
+    Local {
+        status: StatusCode::BAD_REQUEST,
+        body,
+        outcome: Outcome::BadRequest,
+    }
+}
+
+/// Whether a `Transfer-Encoding` value is exactly `chunked`, the one coding
+/// Weir decodes (hyper decodes it; anything else would pass through opaque).
+fn only_chunked(te: &HeaderValue) -> bool {
+    te.to_str().is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .all(|c| c.eq_ignore_ascii_case("chunked"))
+    })
+}
+
+/// The host the client asked for: the absolute-form or HTTP/2 authority,
+/// else the single `Host` field (RFC 9112 §3.2).
+///
+/// # Errors
+/// 400 for several `Host` fields, for a missing `Host` on HTTP/1.1, and for
+/// a host that is not a valid `host[:port]` (user info included).
+fn request_host(req: &Request<Incoming>) -> Result<Option<String>, Local> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host_field = hosts.next();
+    if hosts.next().is_some() {
+        return Err(bad_request("400 Bad Request: more than one Host field\n"));
+    }
+    let raw = match (req.uri().authority(), host_field) {
+        // RFC 9112 §3.2.2: an absolute-form target's authority wins over Host.
+        (Some(a), _) => a.as_str().to_owned(),
+        (None, Some(h)) => match h.to_str() {
+            Ok(h) => h.to_owned(),
+            Err(_) => return Err(bad_request("400 Bad Request: invalid Host\n")),
+        },
+        (None, None) if req.version() == Version::HTTP_11 => {
+            return Err(bad_request("400 Bad Request: missing Host\n"));
+        }
+        (None, None) => return Ok(None),
+    };
+    let host = strip_port(&raw);
+    // A port, if written, must be a number that fits.
+    let port_ok = host.len() == raw.len() || raw[host.len() + 1..].parse::<u16>().is_ok();
+    let valid = !raw.is_empty()
+        && port_ok
+        && !raw.contains(['@', ' ', ',', '/', '?', '#'])
+        && raw.parse::<http::uri::Authority>().is_ok();
+    if !valid {
+        return Err(bad_request("400 Bad Request: invalid Host\n"));
+    }
+    Ok(Some(raw))
 }

@@ -94,9 +94,37 @@ impl Route {
 
 /// Removes `.` and `..` segments (also written `%2e`), RFC 3986 §5.2.4.
 ///
-/// Returns `None` if a `..` would climb above the root, or the path does not
-/// start with `/`.
+/// Returns `None` if a `..` would climb above the root, if the path does
+/// not start with `/`, or if a dot segment hides behind an encoded slash or
+/// a backslash (`..%2f`, `..%5c`, `..\`) or a path parameter (`..;`):
+/// upstreams that decode those would see a `..` that routing never saw.
 pub fn normalize_path(path: &str) -> Option<Cow<'_, str>> {
+    let normalized = remove_dot_segments(path)?;
+    if hides_dot_segment(&normalized) {
+        return None;
+    }
+    Some(normalized)
+}
+
+/// Whether `path`, read the way a lenient upstream might (`%2f`, `%5c` and
+/// `\` as separators, `;params` dropped), has a `.` or `..` segment.
+fn hides_dot_segment(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    if !lower.contains(['%', '\\', ';']) {
+        return false;
+    }
+    let probe = lower
+        .replace("%2e", ".")
+        .replace("%2f", "/")
+        .replace("%5c", "/")
+        .replace('\\', "/");
+    probe
+        .split('/')
+        .map(|seg| seg.split(';').next().unwrap_or(""))
+        .any(|seg| seg == "." || seg == "..")
+}
+
+fn remove_dot_segments(path: &str) -> Option<Cow<'_, str>> {
     if !path.starts_with('/') {
         return None;
     }
@@ -188,5 +216,24 @@ mod tests {
         assert_eq!(normalize_path("/a/.."), Some(Cow::Owned("/".to_owned())));
         assert_eq!(normalize_path("/../etc/passwd"), None);
         assert_eq!(normalize_path("*"), None);
+    }
+
+    #[test]
+    fn dot_segments_hidden_behind_encoded_separators_are_refused() {
+        for path in [
+            "/public/..%2fadmin/",
+            "/public/%2e%2e%2Fadmin",
+            "/a/..%5cb",
+            "/a/..\\b",
+            "/a/..;/b",
+            "/a/.%2e;x/b",
+        ] {
+            assert_eq!(normalize_path(path), None, "{path}");
+        }
+        // An encoded slash without dots is an ordinary character.
+        assert_eq!(
+            normalize_path("/projects/group%2Fname").as_deref(),
+            Some("/projects/group%2Fname")
+        );
     }
 }

@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
-use crate::io::FirstByteDeadline;
+use crate::io::DownstreamIo;
 use crate::proxy::Proxy;
 
 /// How long the accept loop pauses after an accept error (EMFILE, …), in ms.
@@ -28,6 +28,7 @@ pub struct Server {
     proxy: Arc<Proxy>,
     listeners: Vec<TcpListener>,
     header_read_timeout: Duration,
+    connection_idle_timeout: Duration,
     shutdown_grace: Duration,
 }
 
@@ -49,6 +50,7 @@ impl Server {
             proxy,
             listeners,
             header_read_timeout: config.server.header_read_timeout,
+            connection_idle_timeout: connection_idle_timeout(config),
             shutdown_grace: config.server.shutdown_grace,
         })
     }
@@ -102,7 +104,11 @@ impl Server {
                 let proxy = proxy.clone();
                 async move { Ok::<_, Infallible>(proxy.handle(req, peer).await) }
             });
-            let io = TokioIo::new(FirstByteDeadline::new(stream, self.header_read_timeout));
+            let io = TokioIo::new(DownstreamIo::new(
+                stream,
+                self.header_read_timeout,
+                self.connection_idle_timeout,
+            ));
             let conn = builder.serve_connection(io, service).into_owned();
             let conn = graceful.watch(conn);
             let mut force_close = force_close_rx.clone();
@@ -169,6 +175,21 @@ fn error_chain_has<E: std::error::Error + 'static>(
         cur = e.source();
     }
     false
+}
+
+/// How long a downstream connection may see no byte move either way:
+/// `header_read_timeout + max(body_idle_timeout, response_header_timeout)`.
+///
+/// Longer than any wait a healthy request has (waiting for the upstream's
+/// head, or for the next piece of a body), so it only ends connections that
+/// nothing else bounds: idle HTTP/2 connections and clients that stopped
+/// reading.
+pub fn connection_idle_timeout(config: &Config) -> Duration {
+    config.server.header_read_timeout
+        + config
+            .server
+            .body_idle_timeout
+            .max(config.client.response_header_timeout)
 }
 
 async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {

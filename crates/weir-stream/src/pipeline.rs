@@ -90,7 +90,11 @@ impl<S: Source + Unpin, T: Transform> Pipeline<S, T> {
             self.trailers = Pin::new(&mut source).take_trailers();
         }
         self.state = State::Done;
-        match self.transform.transform(None) {
+        let flushed = self.transform.transform(None);
+        if let Some(trailers) = self.trailers.as_mut() {
+            self.transform.trailers(trailers);
+        }
+        match flushed {
             Ok(tail) => {
                 let out = match (
                     head.filter(|b| !b.is_empty()),

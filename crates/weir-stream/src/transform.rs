@@ -1,5 +1,6 @@
 //! [`Transform`]: a synchronous stage that a pipeline runs inline.
 
+use http::HeaderMap;
 use http_body::SizeHint;
 
 use crate::{Batch, StreamError};
@@ -46,6 +47,14 @@ pub trait Transform {
         let _ = upstream;
         SizeHint::default()
     }
+
+    /// The source ended with trailers: inspect or edit them before they go
+    /// on (a stage that changes the body may have to drop a checksum; a
+    /// proxy drops fields a trailer must not carry). Called once, after the
+    /// flush, and only when there are trailers. Does nothing by default.
+    fn trailers(&mut self, trailers: &mut HeaderMap) {
+        let _ = trailers;
+    }
 }
 
 /// The identity: a pipeline with `()` as its transform forwards batches as they are.
@@ -74,6 +83,10 @@ impl<T: Transform + ?Sized> Transform for Box<T> {
 
     fn size_hint(&self, upstream: SizeHint) -> SizeHint {
         (**self).size_hint(upstream)
+    }
+
+    fn trailers(&mut self, trailers: &mut HeaderMap) {
+        (**self).trailers(trailers)
     }
 }
 
@@ -126,6 +139,11 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
 
     fn size_hint(&self, upstream: SizeHint) -> SizeHint {
         self.second.size_hint(self.first.size_hint(upstream))
+    }
+
+    fn trailers(&mut self, trailers: &mut HeaderMap) {
+        self.first.trailers(trailers);
+        self.second.trailers(trailers);
     }
 }
 

@@ -177,3 +177,27 @@ fn check_names_file_line_and_key_of_a_bad_config() {
     assert!(err.contains(&format!("{}:6:", path.display())), "{err}");
     assert!(err.contains("route[0].upstream"), "{err}");
 }
+
+#[test]
+fn shutdown_grace_bounds_how_long_in_flight_requests_may_run() {
+    let config = embedded_config().replace("shutdown_grace = \"10s\"", "shutdown_grace = \"1s\"");
+    let mut weir = WeirProcess::start(&config);
+    // ~10 s of streaming: far longer than the grace period.
+    let url = weir.url("/stream/102400?chunk=1024&delay_ms=100");
+    let download = std::thread::spawn(move || curl(&["--http1.1", "-o", "/dev/null", &url]));
+    std::thread::sleep(Duration::from_millis(300));
+    let start = std::time::Instant::now();
+    weir.signal("TERM");
+    let status = weir.wait_exit(Duration::from_secs(10));
+    let took = start.elapsed();
+    assert!(status.success(), "exit status {status:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "exited {took:?} after SIGTERM with a 1 s grace"
+    );
+    let out = download.join().expect("download thread");
+    assert!(!out.status.success(), "the cut download looked complete");
+    let lines = access_lines(&weir.log_text());
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["outcome"], "shutdown");
+}

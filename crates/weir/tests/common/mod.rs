@@ -356,3 +356,53 @@ impl Drop for WeirProcess {
         let _ = self.child.wait();
     }
 }
+
+/// An upstream that answers every request with the same raw bytes, then
+/// closes: for upstreams that misbehave on purpose.
+pub struct RawUpstream {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RawUpstream {
+    pub async fn start(response: &'static [u8]) -> RawUpstream {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let _ = s.write_all(response).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        RawUpstream { addr, task }
+    }
+}
+
+impl Drop for RawUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Sends raw bytes to `addr` and reads until the peer closes (at most `limit`).
+pub async fn raw_exchange(addr: SocketAddr, request: &[u8], limit: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(request).await.expect("write");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(limit, s.read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).into_owned()
+}
