@@ -31,13 +31,31 @@ mod batch;
 pub mod body;
 mod error;
 mod pipeline;
+pub mod policy;
 mod source;
+pub(crate) mod sync;
+mod token;
 mod transform;
+
+// The full model; each module documents its part of the catalogue.
+pub mod adapt;
+pub mod broadcast;
+pub mod coalesce;
+pub mod consume;
+pub mod merge;
+pub mod pipe;
+pub mod push;
+pub mod share;
+pub mod stateful;
+pub mod sync_pull;
+pub mod tap;
 
 pub use batch::{Batch, BatchBuf};
 pub use error::{Reason, StreamError};
 pub use pipeline::{Pipeline, pull};
+pub use policy::Backpressure;
 pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, from_iter, once};
+pub use token::{CancelToken, Cancelled};
 pub use transform::{Chain, FnTransform, Transform, TransformExt, transform_fn};
 
 /// What a source yields on each successful poll: a batch, an error, or `None` at the end.
