@@ -414,10 +414,19 @@ impl Source for Consumer {
                 let Store::Broadcast(entries) = &mut core.store else {
                     return (Poll::Ready(None), true);
                 };
-                if let Some(batch) = entries.read(id) {
-                    core.promote(wake);
+                let got = entries.read(id);
+                // Reading (even past empty writevs only) may have freed space.
+                let promoted = core.promote(wake);
+                if let Some(batch) = got {
                     return (Poll::Ready(Some(Ok(batch))), false);
                 }
+                if promoted {
+                    // A promoted write is new data for this consumer too.
+                    continue;
+                }
+                let Store::Broadcast(entries) = &mut core.store else {
+                    return (Poll::Ready(None), true);
+                };
                 if open {
                     entries.park(id, cx.waker());
                     if !shared.watch_token(core, cx, wake) {

@@ -501,7 +501,9 @@ impl Core {
 
     /// Space may have appeared: promote waiting writes in FIFO order
     /// (PUSH-046/047), then wake `ready()` callers if room is left.
-    pub(crate) fn promote(&mut self, wake: &mut WakeList) {
+    /// Returns whether a write was promoted (new data is buffered).
+    pub(crate) fn promote(&mut self, wake: &mut WakeList) -> bool {
+        let mut promoted = false;
         while self.has_room() {
             let Some(p) = self.pending.pop_front() else {
                 break;
@@ -509,10 +511,12 @@ impl Core {
             self.promoted_upto = p.id + 1;
             self.accept(p.slot, wake);
             wake.push(p.waker);
+            promoted = true;
         }
         if self.has_room() && !self.ready_wakers.is_empty() {
             wake.append(std::mem::take(&mut self.ready_wakers));
         }
+        promoted
     }
 
     /// Leaves the open phase: rejects waiting writes and wakes everyone.
