@@ -1,7 +1,7 @@
 //! [`broadcast`]: one writer, several consumers, each seeing every later
 //! write (catalogue section 6, BCAST-*).
 //!
-//! The writer is the push [`Writer`](crate::push::Writer) (aliased as
+//! The writer is the push [`Writer`] (aliased as
 //! [`BroadcastWriter`]): same methods, same four policies, same byte count
 //! and clone rules (BCAST-007/011). What differs is the buffer: a ring of
 //! *entries* (one per write or writev), each consumer with its own cursor.

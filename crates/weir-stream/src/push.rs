@@ -75,6 +75,8 @@ pub struct PushOptions {
     /// A stream-level token: once it fires, the writer fails with its reason
     /// and the consumer gets it after the buffered data (PUSH-060); a token
     /// already fired gives a stream failed from the start (PUSH-061).
+    /// A parked reader, write or `ready()` also registers its waker with the
+    /// token (once per task), where it stays until the token fires.
     pub token: Option<CancelToken>,
 }
 
@@ -868,8 +870,10 @@ impl Writer {
 
     /// Ends the stream: the consumer gets what is buffered, then `None`.
     /// Returns the total bytes written, including bytes a drop policy
-    /// discarded (PUSH-008). Resolves at once; writes other clones still have
-    /// waiting are rejected with `Closed` (PUSH-085).
+    /// discarded (PUSH-008). Returns at once, without waiting for the
+    /// consumer (D5); writes other clones still have waiting are rejected
+    /// with `Closed` (PUSH-085), as is one parked by
+    /// [`Writer::poll_write_batch`] (use [`Writer::poll_end`] to wait for it).
     ///
     /// # Errors
     /// [`StreamError::Closed`] if the stream was already ended through
