@@ -51,10 +51,15 @@ pub mod sync_pull;
 pub mod tap;
 
 pub use batch::{Batch, BatchBuf};
+pub use broadcast::{Broadcast, BroadcastOptions, broadcast};
 pub use error::{Reason, StreamError};
+pub use merge::{Merge, merge};
+pub use pipe::{IoSink, PipeOptions, Sink, TryWrite, pipe_to, pipe_to_sync};
 pub use pipeline::{Pipeline, pull};
 pub use policy::Backpressure;
+pub use push::{PushOptions, Readable, Writer, push};
 pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, from_iter, once};
+pub use tap::{Tap, TapAsync, tap, tap_async};
 pub use token::{CancelToken, Cancelled};
 pub use transform::{Chain, FnTransform, Transform, TransformExt, transform_fn};
 

@@ -478,3 +478,37 @@ impl<W: AsyncWrite + Unpin> Sink for IoSink<W> {
         }
     }
 }
+
+/// A push [`Writer`](crate::push::Writer) is a sink: `try_write_batch`
+/// enqueues when there is room (never past the high-water mark, whatever
+/// the policy), `poll_write_batch` waits for room without a future per
+/// batch, and the end and failure reach the writer's readable.
+impl Sink for crate::push::Writer {
+    fn try_write_batch(&mut self, batch: Batch) -> Result<TryWrite, StreamError> {
+        match crate::push::Writer::try_write_batch(self, batch) {
+            Ok(()) => Ok(TryWrite::Written),
+            // Full, or closed: the async path tells which.
+            Err(batch) => Ok(TryWrite::Full(batch)),
+        }
+    }
+
+    fn poll_write_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+        batch: &mut Option<Batch>,
+    ) -> Poll<Result<(), StreamError>> {
+        crate::push::Writer::poll_write_batch(self, cx, batch)
+    }
+
+    fn try_end(&mut self) -> Option<Result<(), StreamError>> {
+        crate::push::Writer::try_end(self).map(|_| Ok(()))
+    }
+
+    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), StreamError>> {
+        crate::push::Writer::poll_end(self, cx).map(|r| r.map(|_| ()))
+    }
+
+    fn fail(&mut self, reason: StreamError) {
+        let _ = self.try_fail(reason);
+    }
+}
