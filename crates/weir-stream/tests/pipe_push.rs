@@ -15,8 +15,8 @@ async fn pipe_001_pipe_into_a_push_writer_delivers_everything_and_ends() {
         .collect();
     let expected: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
     let (writer, readable) = push(PushOptions::new().hwm(2).policy(Backpressure::Strict));
-    // One chunk per batch, so the writer's hwm of 2 really pushes back.
-    let source = pull(from_iter(chunks), transform_fn(|b| Ok(b)));
+    // 8 batches of up to 128 chunks into a writer that holds 2.
+    let source = pull(from_iter(chunks), ());
     let pipe = tokio::spawn(pipe_to(source, writer, PipeOptions::default()));
     let got = tokio::time::timeout(
         Duration::from_secs(10),
