@@ -58,6 +58,7 @@ pub use pipe::{IoSink, PipeOptions, Sink, TryWrite, pipe_to, pipe_to_sync};
 pub use pipeline::{Pipeline, pull};
 pub use policy::Backpressure;
 pub use push::{PushOptions, Readable, Writer, push};
+pub use share::{ConsumerOptions, OnLag, Role, Share, ShareOptions, SyncShare, share, share_sync};
 pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, from_iter, once};
 pub use tap::{Tap, TapAsync, tap, tap_async};
 pub use token::{CancelToken, Cancelled};
