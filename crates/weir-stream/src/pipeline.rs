@@ -41,7 +41,8 @@ pin_project! {
     ///   [`StreamError::Aborted`], drops the source and aborts the transform
     ///   with that same error (PULL-041): for a proxied body, this closes the
     ///   upstream connection instead of pooling it half-read. A pipeline
-    ///   dropped before its first poll calls no transform at all.
+    ///   dropped before its first poll aborts its transform too, though it
+    ///   never started it.
     /// - An external token given with [`Pipeline::with_token`] is checked on
     ///   every poll (PULL-043).
     /// - The outermost layer of a chain spends one unit of tokio's
@@ -133,7 +134,7 @@ impl<S, T: Transform> Pipeline<S, T> {
     /// is started at once and sees only the batches that come after; on
     /// one that has ended or failed, it is never called.
     pub fn then<U: Transform>(mut self, mut next: U) -> Pipeline<S, Chain<T, U>> {
-        let life = std::mem::replace(&mut self.life, Life::new());
+        let life = std::mem::replace(&mut self.life, Life::ended());
         if let Some(token) = life.running_token() {
             next.start(token);
         }
@@ -351,6 +352,15 @@ impl Life {
         }
     }
 
+    /// A lifecycle that is over: for the shell a builder leaves behind.
+    pub(crate) const fn ended() -> Self {
+        Life {
+            phase: Phase::Done,
+            token: None,
+            owner: false,
+        }
+    }
+
     /// Marks the layer running. On the first call, returns the token to
     /// start its stages and its upstream with, making it if none was adopted
     /// (one allocation per chain, on its first poll).
@@ -400,14 +410,19 @@ impl Life {
         started
     }
 
-    /// For `Drop`: if the layer is running, the reason its stages are
-    /// aborted with. The owner fires the token first, so that every layer
-    /// upstream, dropped next, aborts with the same reason (CORE-006); an
-    /// inner layer dropped while the token is quiet (a stage downstream
-    /// ended early) aborts with a reason of its own and leaves the token alone.
+    /// For `Drop`: if the layer has not ended, the reason its stages are
+    /// aborted with (PULL-041). The owner fires the token first, so that
+    /// every layer upstream, dropped next, aborts with the same reason
+    /// (CORE-006); an inner layer dropped while the token is quiet (a stage
+    /// downstream ended early) aborts with a reason of its own and leaves
+    /// the token alone. A layer never polled has no token yet: its stages
+    /// are aborted all the same, so that they can tell an unused stream
+    /// from a finished one.
     pub(crate) fn drop_reason(&mut self) -> Option<StreamError> {
-        if !matches!(self.phase, Phase::Running) {
-            return None;
+        match self.phase {
+            Phase::Running => {}
+            Phase::Built => return Some(StreamError::aborted(STOPPED_EARLY)),
+            Phase::Done | Phase::Failed(_) => return None,
         }
         let token = self.token.as_ref()?;
         if self.owner && !token.is_cancelled() {

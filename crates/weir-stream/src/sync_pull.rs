@@ -66,7 +66,7 @@ impl<S> PipelineSync<S> {
     /// Wraps the chain in one more layer, keeping the pipeline's token if
     /// it already runs.
     fn wrap<S2: Source + Unpin>(mut self, layer: impl FnOnce(S) -> S2) -> PipelineSync<S2> {
-        let life = std::mem::replace(&mut self.life, Life::new());
+        let life = std::mem::replace(&mut self.life, Life::ended());
         let mut source = self.source.take().map(layer);
         if let (Some(source), Some(token)) = (source.as_mut(), life.running_token()) {
             Pin::new(source).start(token);

@@ -15,8 +15,8 @@ use crate::{Batch, CancelToken, StreamError};
 /// `transform(None)` (the flush) on normal completion (PULL-031); or, instead
 /// of the flush, one `abort(reason)` when the stream fails or its consumer
 /// stops early (PULL-032). After either, no method is called again. A
-/// pipeline dropped or failed before its first poll calls nothing at all
-/// (PULL-043).
+/// pipeline dropped before its first poll calls only `abort`; one whose
+/// external token fired before its first poll calls nothing at all (PULL-043).
 ///
 /// The "ctx" of the catalogue (PULL-044) is, in Rust, the transform's own
 /// `&mut self` (each stage has its own state) plus the token handed to
@@ -42,7 +42,9 @@ pub trait Transform {
     /// token's reason, PULL-043); never on normal completion (PULL-042). The
     /// transform is also told through [`Transform::abort`]; the token is for
     /// work it handed elsewhere (a task, a thread, an origin fetch): clone it
-    /// there. Called once, before any other method. Does nothing by default.
+    /// there. It is for watching: a stage that wants to stop the stream
+    /// returns an error instead of firing it. Called once, before any other
+    /// method. Does nothing by default.
     fn start(&mut self, token: &CancelToken) {
         let _ = token;
     }

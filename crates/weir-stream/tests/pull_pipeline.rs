@@ -29,11 +29,15 @@ fn pull_001_building_a_pipeline_polls_and_calls_nothing() {
     assert_eq!(counters.polls(), 0);
     assert!(log.events().is_empty(), "{:?}", log.events());
     drop(p);
-    assert!(
-        log.events().is_empty(),
-        "a chain dropped unpolled calls no stage: {:?}",
+    // Dropped unpolled: each stage is told the stream was never used (an
+    // abort), without having been started or flushed.
+    assert_eq!(
+        log.count_containing(":abort:aborted"),
+        4,
+        "{:?}",
         log.events()
     );
+    assert_eq!(log.events().len(), 4, "{:?}", log.events());
     assert_eq!(counters.drops(), 1);
 }
 
