@@ -85,8 +85,9 @@ pin_project! {
 
 /// Builds a pipeline that pulls from `source` through `transform`.
 ///
-/// Pass `()` for a pipeline with no transform. [`SourceExt::then`]
-/// (crate::SourceExt::then) does the same without the `Unpin` bound.
+/// Pass `()` for a pipeline with no transform.
+/// [`SourceExt::then`](crate::SourceExt::then) does the same without the
+/// `Unpin` bound.
 pub fn pull<S: Source + Unpin, T: Transform>(source: S, transform: T) -> Pipeline<S, T> {
     Pipeline::new(source, transform)
 }

@@ -57,10 +57,11 @@ pub trait Source {
     /// A layer that runs transforms (a [`Pipeline`], a
     /// [`StatefulStage`], an [`AsyncStage`]) keeps it, gives it to its
     /// transforms instead of making a token of its own, and passes it on
-    /// upstream; it then leaves firing the token to the outermost layer,
-    /// which made it. An adapter that wraps a source should forward the
-    /// call; other sources ignore it (the default). Called at most once,
-    /// before the first poll; later calls are ignored.
+    /// upstream. Such a layer fires the token when it fails; firing it when
+    /// the chain is dropped early is left to the outermost layer, which made
+    /// it. An adapter that wraps a source should forward the call; other
+    /// sources ignore it (the default). Called at most once, before the
+    /// first poll; later calls are ignored.
     fn start(self: Pin<&mut Self>, token: &CancelToken) {
         let _ = token;
     }

@@ -43,8 +43,8 @@ pub trait Transform {
     /// transform is also told through [`Transform::abort`]; the token is for
     /// work it handed elsewhere (a task, a thread, an origin fetch): clone it
     /// there. It is for watching: a stage that wants to stop the stream
-    /// returns an error instead of firing it. Called once, before any other
-    /// method. Does nothing by default.
+    /// returns an error instead of firing it. Called once, on the first
+    /// poll, before the first batch. Does nothing by default.
     fn start(&mut self, token: &CancelToken) {
         let _ = token;
     }

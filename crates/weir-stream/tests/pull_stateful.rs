@@ -6,7 +6,6 @@ mod pull_support;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
