@@ -1,1 +1,423 @@
-//! (being written)
+//! Conversions between the batch model and the shapes other code speaks:
+//! sources from streams, readers and iterators; streams from sources; and
+//! [`IntoBatch`], the return shapes a mapping closure may use (PULL-010).
+//!
+//! How each source batches (CORE-005): a source over a *sync* iterator of
+//! chunks ([`from_iter`](crate::from_iter)) gathers up to
+//! [`Batch::MAX_CHUNKS`] chunks per batch, since they are all ready at
+//! once; a source over *items* that arrive one by one ([`from_stream`],
+//! [`from_results`]) yields one batch per item, so item boundaries stay
+//! visible; a reader ([`from_async_read`]) batches every read that is ready
+//! in one poll, like [`HttpBodySource`](crate::body::HttpBodySource).
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, ready};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_core::Stream;
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::body::MAX_BATCH_BYTES;
+use crate::{Batch, BatchResult, Reason, Source, StreamError, Transform};
+
+/// Converts any error into a [`StreamError`]: a `StreamError` (boxed)
+/// comes back as itself, keeping its identity (CORE-006); anything else
+/// becomes [`StreamError::Failed`].
+pub fn into_stream_error(err: impl Into<Box<dyn StdError + Send + Sync>>) -> StreamError {
+    match err.into().downcast::<StreamError>() {
+        Ok(err) => *err,
+        Err(other) => StreamError::Failed(Reason::new(other)),
+    }
+}
+
+pin_project! {
+    /// A [`futures_core::Stream`] of `Result<chunk, error>` as a [`Source`].
+    /// See [`from_stream`].
+    #[derive(Debug)]
+    pub struct StreamSource<St> {
+        #[pin]
+        stream: St,
+        state: ItemState,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum ItemState {
+    Open,
+    Done,
+    Failed(StreamError),
+}
+
+impl ItemState {
+    /// The sticky answer once ended or failed.
+    fn finished(&self) -> Option<Option<BatchResult>> {
+        match self {
+            ItemState::Open => None,
+            ItemState::Done => Some(None),
+            ItemState::Failed(e) => Some(Some(Err(e.clone()))),
+        }
+    }
+
+    /// Records one item result, making errors and the end sticky.
+    fn record(&mut self, item: Option<BatchResult>) -> Option<BatchResult> {
+        match item {
+            Some(Err(e)) => {
+                *self = ItemState::Failed(e.clone());
+                Some(Err(e))
+            }
+            None => {
+                *self = ItemState::Done;
+                None
+            }
+            ok => ok,
+        }
+    }
+}
+
+/// A source that yields one single-chunk batch per item of `stream`
+/// (CORE-005), in order; chunks convert without a copy (CORE-003).
+///
+/// An error item becomes the source's error (sticky, CORE-006); a
+/// [`StreamError`] is passed on as is, anything else becomes
+/// [`StreamError::Failed`]. The stream is polled only when the source is.
+pub fn from_stream<St, B, E>(stream: St) -> StreamSource<St>
+where
+    St: Stream<Item = Result<B, E>>,
+    B: Into<Bytes>,
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
+    StreamSource {
+        stream,
+        state: ItemState::Open,
+    }
+}
+
+impl<St, B, E> Source for StreamSource<St>
+where
+    St: Stream<Item = Result<B, E>>,
+    B: Into<Bytes>,
+    E: Into<Box<dyn StdError + Send + Sync>>,
+{
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        let this = self.project();
+        if let Some(end) = this.state.finished() {
+            return Poll::Ready(end);
+        }
+        let item = ready!(this.stream.poll_next(cx)).map(|item| match item {
+            Ok(chunk) => Ok(Batch::one(chunk)),
+            Err(e) => Err(into_stream_error(e)),
+        });
+        Poll::Ready(this.state.record(item))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, ItemState::Done)
+    }
+}
+
+/// A sync iterator of batch results as a [`Source`]. See [`from_results`].
+#[derive(Debug, Clone)]
+pub struct ResultsSource<I> {
+    iter: I,
+    state: ItemState,
+}
+
+/// A source that yields each item of `iter` as it is: one batch per item
+/// (CORE-005), an error ending the source (sticky, CORE-006). The iterator
+/// is advanced only when the source is polled. It is never pending, which
+/// makes it the source of [`pull_sync`](crate::sync_pull::pull_sync).
+pub fn from_results<I>(iter: I) -> ResultsSource<I::IntoIter>
+where
+    I: IntoIterator<Item = BatchResult>,
+{
+    ResultsSource {
+        iter: iter.into_iter(),
+        state: ItemState::Open,
+    }
+}
+
+impl<I: Iterator<Item = BatchResult> + Unpin> Source for ResultsSource<I> {
+    fn poll_next_batch(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<BatchResult>> {
+        let this = &mut *self;
+        if let Some(end) = this.state.finished() {
+            return Poll::Ready(end);
+        }
+        let item = this.iter.next();
+        Poll::Ready(this.state.record(item))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, ItemState::Done)
+    }
+}
+
+/// The read size of [`from_async_read`] unless set otherwise, in bytes.
+pub const DEFAULT_READ_CHUNK: usize = 8 * 1024;
+
+pin_project! {
+    /// A [`tokio::io::AsyncRead`] as a [`Source`]. See [`from_async_read`].
+    pub struct ReaderSource<R> {
+        #[pin]
+        reader: R,
+        buf: BytesMut,
+        chunk_size: usize,
+        state: ItemState,
+    }
+}
+
+/// A source that reads `reader` into chunks of at most
+/// [`DEFAULT_READ_CHUNK`] bytes (see [`ReaderSource::chunk_size`]).
+///
+/// Each poll reads for as long as the reader is ready, up to
+/// [`Batch::MAX_CHUNKS`] chunks or [`MAX_BATCH_BYTES`] bytes, and yields
+/// what it read as one batch, one chunk per read. Reads go into one
+/// [`BytesMut`] whose spare room is kept for the next read, so a short read
+/// does not cost an allocation. End of file ends the source; an I/O error
+/// becomes [`StreamError::Failed`], after the data read before it. The
+/// reader is read only when the source is polled, and dropped with it.
+pub fn from_async_read<R: AsyncRead>(reader: R) -> ReaderSource<R> {
+    ReaderSource {
+        reader,
+        buf: BytesMut::new(),
+        chunk_size: DEFAULT_READ_CHUNK,
+        state: ItemState::Open,
+    }
+}
+
+impl<R> ReaderSource<R> {
+    /// Sets the most bytes one read asks for (at least 1). Builds only.
+    pub fn chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk_size = bytes.max(1);
+        self
+    }
+}
+
+impl<R> fmt::Debug for ReaderSource<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReaderSource")
+            .field("chunk_size", &self.chunk_size)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: AsyncRead> Source for ReaderSource<R> {
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        let mut this = self.project();
+        if let Some(end) = this.state.finished() {
+            return Poll::Ready(end);
+        }
+        let chunk = *this.chunk_size;
+        let mut batch = Batch::new();
+        let mut bytes = 0usize;
+        while batch.len() < Batch::MAX_CHUNKS && bytes < MAX_BATCH_BYTES {
+            if this.buf.capacity() - this.buf.len() < chunk {
+                this.buf.reserve(chunk);
+            }
+            let read = {
+                let mut reader = this.reader.as_mut();
+                let mut dst = (&mut *this.buf).limit(chunk);
+                pin!(reader.read_buf(&mut dst)).poll(cx)
+            };
+            let end = match read {
+                Poll::Ready(Ok(0)) => None,
+                Poll::Ready(Ok(n)) => {
+                    bytes += n;
+                    batch.push(this.buf.split().freeze());
+                    continue;
+                }
+                Poll::Ready(Err(e)) => Some(Err(StreamError::failed(e))),
+                Poll::Pending if batch.is_empty() => return Poll::Pending,
+                Poll::Pending => break,
+            };
+            // End of file or an error: deliver what was read first.
+            if batch.is_empty() {
+                return Poll::Ready(this.state.record(end));
+            }
+            let _ = this.state.record(end);
+            break;
+        }
+        Poll::Ready(Some(Ok(batch)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, ItemState::Done)
+    }
+}
+
+pin_project! {
+    /// A [`Source`] as a [`futures_core::Stream`] of batch results. See [`into_stream`].
+    #[derive(Debug)]
+    pub struct BatchStream<S> {
+        #[pin]
+        source: S,
+    }
+}
+
+/// A stream that yields each batch of `source` as one item, then its error
+/// or its end, exactly as the source does.
+pub fn into_stream<S: Source>(source: S) -> BatchStream<S> {
+    BatchStream { source }
+}
+
+impl<S> BatchStream<S> {
+    /// The source back.
+    pub fn into_inner(self) -> S {
+        self.source
+    }
+}
+
+impl<S: Source> Stream for BatchStream<S> {
+    type Item = BatchResult;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        self.project().source.poll_next_batch(cx)
+    }
+}
+
+pin_project! {
+    /// A [`Source`] as a [`futures_core::Stream`] of chunks. See [`into_bytes_stream`].
+    #[derive(Debug)]
+    pub struct BytesStream<S> {
+        #[pin]
+        source: S,
+        chunks: std::vec::IntoIter<Bytes>,
+    }
+}
+
+/// A stream that yields every chunk of every batch of `source`, in order,
+/// zero-length chunks included (CORE-008), then the source's error or end.
+/// The source is polled only once the previous batch's chunks are taken.
+pub fn into_bytes_stream<S: Source>(source: S) -> BytesStream<S> {
+    BytesStream {
+        source,
+        chunks: Vec::new().into_iter(),
+    }
+}
+
+impl<S: Source> Stream for BytesStream<S> {
+    type Item = Result<Bytes, StreamError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut this = self.project();
+        loop {
+            if let Some(chunk) = this.chunks.next() {
+                return Poll::Ready(Some(Ok(chunk)));
+            }
+            match ready!(this.source.as_mut().poll_next_batch(cx)) {
+                Some(Ok(batch)) => *this.chunks = batch.into_iter(),
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.chunks.len(), None)
+    }
+}
+
+/// What a mapping closure may return (PULL-010): nothing, a batch, one
+/// chunk, text, bytes, or a list of chunks, each flattened into at most one
+/// batch; and a `Result` of any of them. `Option<Batch>` is the zero-cost case.
+pub trait IntoBatch {
+    /// The batch, or `None` for nothing.
+    ///
+    /// # Errors
+    /// The error of a `Result`, as is.
+    fn into_batch(self) -> Result<Option<Batch>, StreamError>;
+}
+
+impl IntoBatch for () {
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        Ok(None)
+    }
+}
+
+impl IntoBatch for Batch {
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        Ok(Some(self))
+    }
+}
+
+impl<T: IntoBatch> IntoBatch for Option<T> {
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        self.map_or(Ok(None), IntoBatch::into_batch)
+    }
+}
+
+impl<T: IntoBatch> IntoBatch for Result<T, StreamError> {
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        self?.into_batch()
+    }
+}
+
+macro_rules! chunk_into_batch {
+    ($($ty:ty),*) => {$(
+        impl IntoBatch for $ty {
+            fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+                Ok(Some(Batch::one(self)))
+            }
+        }
+    )*};
+}
+
+chunk_into_batch!(Bytes, Vec<u8>, String, &'static str, &'static [u8]);
+
+impl IntoBatch for Vec<Bytes> {
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        Ok(Some(Batch::from(self)))
+    }
+}
+
+/// A list of chunks of any kind, flattened into one batch: `Chunks(["a", "b"])`.
+#[derive(Debug, Clone)]
+pub struct Chunks<I>(pub I);
+
+impl<I> IntoBatch for Chunks<I>
+where
+    I: IntoIterator,
+    I::Item: Into<Bytes>,
+{
+    fn into_batch(self) -> Result<Option<Batch>, StreamError> {
+        Ok(Some(self.0.into_iter().map(Into::into).collect()))
+    }
+}
+
+/// A transform that maps each batch with a closure. See [`map_batches`].
+#[derive(Debug, Clone)]
+pub struct MapBatches<F> {
+    f: F,
+}
+
+/// A stateless transform that passes each batch through `f`, whose result
+/// may be any [`IntoBatch`] shape (PULL-010). It holds nothing back, so its
+/// flush emits nothing; use [`transform_fn`](crate::transform_fn) to see
+/// the flush.
+pub fn map_batches<F, R>(f: F) -> MapBatches<F>
+where
+    F: FnMut(Batch) -> R,
+    R: IntoBatch,
+{
+    MapBatches { f }
+}
+
+impl<F, R> Transform for MapBatches<F>
+where
+    F: FnMut(Batch) -> R,
+    R: IntoBatch,
+{
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        match input {
+            Some(batch) => (self.f)(batch).into_batch(),
+            None => Ok(None),
+        }
+    }
+}

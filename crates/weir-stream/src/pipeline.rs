@@ -1,186 +1,450 @@
 //! [`Pipeline`]: a source and its transforms, run when the consumer polls.
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use http::HeaderMap;
 use http_body::SizeHint;
+use pin_project_lite::pin_project;
+use tokio::task::coop::{self, RestoreOnPending};
 
-use crate::{Batch, BatchResult, Source, StreamError, Transform};
+use crate::transform::{concat, non_empty};
+use crate::{Batch, BatchResult, CancelToken, Chain, Source, StreamError, Transform, TransformExt};
 
-/// A lazy, demand-driven pipeline: a [`Source`] followed by a [`Transform`]
-/// (one stage, or several fused with [`TransformExt::then`](crate::TransformExt::then)).
-///
-/// A pipeline is itself a [`Source`], so pipelines nest.
-///
-/// - Building one polls nothing (PULL-001); each poll pulls from the source
-///   only until one non-empty output batch exists (PULL-002).
-/// - When the source returns `Pending`, the transform is asked once, through
-///   [`Transform::idle`], to emit what it holds back; not again until a new
-///   batch has arrived.
-/// - At the source's end the transform is flushed exactly once (PULL-031),
-///   the source's trailers are kept for [`Source::take_trailers`], and the
-///   source is dropped.
-/// - On an error the source is dropped at once, the transform is aborted with
-///   the error, and the error is returned unchanged, now and on every later
-///   poll (PULL-040, CORE-006).
-/// - Dropping the pipeline before its end aborts the transform with
-///   [`StreamError::Aborted`] and drops the source (PULL-041): for a proxied
-///   body, this closes the upstream connection instead of pooling it half-read.
-#[derive(Debug)]
-pub struct Pipeline<S, T: Transform> {
-    source: Option<S>,
-    transform: T,
-    state: State,
-    /// Whether the transform was asked for its idle output since the last batch.
-    idle_flushed: bool,
-    trailers: Option<HeaderMap>,
-}
+/// The reason a layer's stages are aborted with when it is dropped before its end.
+pub(crate) const STOPPED_EARLY: &str = "the consumer stopped before the end";
 
-#[derive(Debug)]
-enum State {
-    Streaming,
-    Done,
-    Failed(StreamError),
+pin_project! {
+    /// A lazy, demand-driven pipeline: a [`Source`] followed by a [`Transform`]
+    /// (one stage, or several fused with [`TransformExt::then`] or
+    /// [`Pipeline::then`]).
+    ///
+    /// A pipeline is itself a [`Source`], so pipelines nest, and the
+    /// stateful and async layers of [`stateful`](crate::stateful) wrap it.
+    ///
+    /// - Building one polls nothing (PULL-001); each poll pulls from the source
+    ///   only until one non-empty output batch exists (PULL-002).
+    /// - The first poll starts the transform with the pipeline-wide token
+    ///   ([`Transform::start`], PULL-044) and hands it upstream
+    ///   ([`Source::start`]).
+    /// - When the source returns `Pending`, the transform is asked once, through
+    ///   [`Transform::idle`], to emit what it holds back; not again until a new
+    ///   batch has arrived. A pending source is polled again only when it
+    ///   wakes the consumer (PULL-050).
+    /// - At the source's end the transform is flushed exactly once (PULL-031),
+    ///   the source's trailers are kept for [`Source::take_trailers`], and the
+    ///   source is dropped. Normal completion does not fire the token (PULL-042).
+    /// - On an error the token fires with it, the source is dropped at once,
+    ///   the transform is aborted with the error, and the error is returned
+    ///   unchanged, now and on every later poll (PULL-040, CORE-006).
+    /// - Dropping the pipeline before its end fires the token with
+    ///   [`StreamError::Aborted`], drops the source and aborts the transform
+    ///   with that same error (PULL-041): for a proxied body, this closes the
+    ///   upstream connection instead of pooling it half-read. A pipeline
+    ///   dropped before its first poll aborts its transform too, though it
+    ///   never started it.
+    /// - An external token given with [`Pipeline::with_token`] is checked on
+    ///   every poll (PULL-043).
+    /// - The outermost layer of a chain spends one unit of tokio's
+    ///   cooperative budget per poll, so an always-ready source cannot starve
+    ///   the other tasks of its thread (PULL-051); outside a tokio runtime
+    ///   this does nothing.
+    ///
+    /// The token fired is the pipeline's own, made on the first poll by the
+    /// outermost layer (or adopted from the layer downstream, see
+    /// [`Source::start`]); it is never the external token, which other
+    /// pipelines may share.
+    #[derive(Debug)]
+    #[project = PipelineProj]
+    pub struct Pipeline<S, T: Transform> {
+        #[pin]
+        source: Option<S>,
+        // `None` only inside `then`, which consumes the pipeline.
+        transform: Option<T>,
+        life: Life,
+        cancel: Option<CancelToken>,
+        // Whether the transform was asked for its idle output since the last batch.
+        idle_flushed: bool,
+        trailers: Option<HeaderMap>,
+    }
+
+    impl<S, T: Transform> PinnedDrop for Pipeline<S, T> {
+        fn drop(this: Pin<&mut Self>) {
+            let mut this = this.project();
+            if let Some(reason) = this.life.drop_reason() {
+                // The consumer stopped early: release the source first, then
+                // let the transforms clean up.
+                this.source.set(None);
+                if let Some(transform) = this.transform.as_mut() {
+                    transform.abort(&reason);
+                }
+            }
+        }
+    }
 }
 
 /// Builds a pipeline that pulls from `source` through `transform`.
 ///
 /// Pass `()` for a pipeline with no transform.
+/// [`SourceExt::then`](crate::SourceExt::then) does the same without the
+/// `Unpin` bound.
 pub fn pull<S: Source + Unpin, T: Transform>(source: S, transform: T) -> Pipeline<S, T> {
-    Pipeline {
-        source: Some(source),
-        transform,
-        state: State::Streaming,
-        idle_flushed: false,
-        trailers: None,
-    }
+    Pipeline::new(source, transform)
 }
 
 impl<S, T: Transform> Pipeline<S, T> {
+    /// A pipeline over any source, pinned or not. Polls nothing; allocates nothing.
+    pub(crate) fn new(source: S, transform: T) -> Self {
+        Pipeline {
+            source: Some(source),
+            transform: Some(transform),
+            life: Life::new(),
+            cancel: None,
+            idle_flushed: false,
+            trailers: None,
+        }
+    }
+
     /// The transform, for inspection.
     pub fn transform_ref(&self) -> &T {
-        &self.transform
+        match &self.transform {
+            Some(transform) => transform,
+            None => unreachable!("only `then` takes the transform, and it consumes the pipeline"),
+        }
     }
 
-    fn fail(&mut self, err: StreamError) -> Poll<Option<BatchResult>> {
-        self.source = None;
-        self.transform.abort(&err);
-        self.state = State::Failed(err.clone());
-        Poll::Ready(Some(Err(err)))
+    /// Makes the pipeline fail once `token` fires (PULL-043).
+    ///
+    /// Before the first poll, a fired token fails the first poll with
+    /// [`StreamError::Aborted`] carrying the token's reason, and no
+    /// transform is called (not even [`Transform::start`]). Later, the next
+    /// poll fails the same way: the pipeline's own token fires with that
+    /// reason, the source is dropped and every transform, upstream layers
+    /// included, is aborted with it. A pending pipeline is woken when the
+    /// token fires. The token itself is only read: failures of the pipeline
+    /// never fire it.
+    pub fn with_token(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
     }
 
-    fn emit(
-        &mut self,
-        out: Result<Option<Batch>, StreamError>,
-    ) -> Option<Poll<Option<BatchResult>>> {
-        match out {
-            Ok(Some(batch)) if !batch.is_empty() => Some(Poll::Ready(Some(Ok(batch)))),
-            Ok(_) => None,
-            Err(e) => Some(self.fail(e)),
+    /// Fuses `next` after the pipeline's transform: the result is still one
+    /// pipeline with one loop, its transform a [`Chain`] (FAST-006).
+    ///
+    /// Meant for building. Called on a pipeline that already runs, `next`
+    /// is started at once and sees only the batches that come after; on
+    /// one that has ended or failed, it is never called.
+    pub fn then<U: Transform>(mut self, mut next: U) -> Pipeline<S, Chain<T, U>> {
+        let life = std::mem::replace(&mut self.life, Life::ended());
+        if let Some(token) = life.running_token() {
+            next.start(token);
+        }
+        Pipeline {
+            source: self.source.take(),
+            transform: self.transform.take().map(|t| t.then(next)),
+            life,
+            cancel: self.cancel.take(),
+            idle_flushed: self.idle_flushed,
+            trailers: self.trailers.take(),
         }
     }
 }
 
-impl<S: Source + Unpin, T: Transform> Pipeline<S, T> {
-    /// The source ended: keep its trailers, drop it, flush the transform,
-    /// and yield `head` followed by the flush output.
-    fn finish(&mut self, head: Option<Batch>) -> Poll<Option<BatchResult>> {
-        if let Some(mut source) = self.source.take() {
-            self.trailers = Pin::new(&mut source).take_trailers();
-        }
-        self.state = State::Done;
-        let flushed = self.transform.transform(None);
-        if let Some(trailers) = self.trailers.as_mut() {
-            self.transform.trailers(trailers);
-        }
-        match flushed {
-            Ok(tail) => {
-                let out = match (
-                    head.filter(|b| !b.is_empty()),
-                    tail.filter(|b| !b.is_empty()),
-                ) {
-                    (Some(mut h), Some(t)) => {
-                        h.append(t);
-                        Some(h)
-                    }
-                    (h, t) => h.or(t),
-                };
-                Poll::Ready(out.map(Ok))
-            }
-            Err(e) => self.fail(e),
-        }
-    }
-}
-
-impl<S: Source + Unpin, T: Transform + Unpin> Source for Pipeline<S, T> {
+impl<S: Source, T: Transform> Source for Pipeline<S, T> {
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
-        let this = self.get_mut();
-        loop {
-            match &this.state {
-                State::Streaming => {}
-                State::Done => return Poll::Ready(None),
-                State::Failed(e) => return Poll::Ready(Some(Err(e.clone()))),
+        let mut this = self.project();
+        if let Some(end) = this.life.finished() {
+            return Poll::Ready(end);
+        }
+        if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
+            return fail(&mut this, err);
+        }
+        if let Some(token) = this.life.begin() {
+            if let Some(transform) = this.transform.as_mut() {
+                transform.start(token);
             }
-            let Some(source) = this.source.as_mut() else {
-                return Poll::Ready(None);
-            };
-            match Pin::new(source).poll_next_batch(cx) {
-                Poll::Ready(Some(Ok(batch))) => {
-                    this.idle_flushed = false;
-                    let at_end = this.source.as_ref().is_some_and(|s| s.is_end_stream());
-                    let out = this.transform.transform(Some(batch));
-                    if at_end {
-                        // The source knows it is done: flush in this same
-                        // poll, so the last batch carries the flush output
-                        // and `is_end_stream` turns true with it.
-                        return match out {
-                            Ok(head) => this.finish(head),
-                            Err(e) => this.fail(e),
-                        };
-                    }
-                    if let Some(ready) = this.emit(out) {
-                        return ready;
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => return this.fail(e),
-                Poll::Ready(None) => return this.finish(None),
-                Poll::Pending => {
-                    if this.idle_flushed {
-                        return Poll::Pending;
-                    }
-                    this.idle_flushed = true;
-                    let out = this.transform.idle();
-                    return this.emit(out).unwrap_or(Poll::Pending);
-                }
+            if let Some(source) = this.source.as_mut().as_pin_mut() {
+                source.start(token);
             }
         }
+        let budget = ready!(this.life.poll_budget(cx));
+        let out = run(&mut this, cx);
+        if out.is_ready()
+            && let Some(budget) = budget
+        {
+            budget.made_progress();
+        }
+        out
     }
 
     fn size_hint(&self) -> SizeHint {
-        match (&self.state, &self.source) {
-            (State::Streaming, Some(source)) => self.transform.size_hint(source.size_hint()),
+        match (&self.source, &self.transform) {
+            (Some(source), Some(transform)) if self.life.is_live() => {
+                transform.size_hint(source.size_hint())
+            }
             _ => SizeHint::with_exact(0),
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.state, State::Done)
+        self.life.is_done()
     }
 
     fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
-        self.get_mut().trailers.take()
+        self.project().trailers.take()
+    }
+
+    fn start(self: Pin<&mut Self>, token: &CancelToken) {
+        self.project().life.adopt(token);
     }
 }
 
-impl<S, T: Transform> Drop for Pipeline<S, T> {
-    fn drop(&mut self) {
-        if matches!(self.state, State::Streaming) {
-            // The consumer stopped early: release the source first, then let
-            // the transforms clean up.
-            self.source = None;
-            self.transform
-                .abort(&StreamError::aborted("the consumer stopped before the end"));
+/// Pulls until one output batch, the end, an error, or `Pending`.
+fn run<S: Source, T: Transform>(
+    this: &mut PipelineProj<'_, S, T>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<BatchResult>> {
+    loop {
+        let Some(source) = this.source.as_mut().as_pin_mut() else {
+            return finish(this, Ok(None));
+        };
+        let polled = source.poll_next_batch(cx);
+        let Some(transform) = this.transform.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match polled {
+            Poll::Ready(Some(Ok(batch))) => {
+                *this.idle_flushed = false;
+                let at_end = this
+                    .source
+                    .as_ref()
+                    .get_ref()
+                    .as_ref()
+                    .is_some_and(Source::is_end_stream);
+                let out = transform.transform(Some(batch));
+                if at_end {
+                    // The source knows it is done: flush in this same
+                    // poll, so the last batch carries the flush output
+                    // and `is_end_stream` turns true with it.
+                    return finish(this, out);
+                }
+                match out {
+                    Ok(out) => {
+                        if let Some(batch) = non_empty(out) {
+                            return Poll::Ready(Some(Ok(batch)));
+                        }
+                    }
+                    Err(e) => return fail(this, e),
+                }
+            }
+            Poll::Ready(Some(Err(e))) => return fail(this, e),
+            Poll::Ready(None) => return finish(this, Ok(None)),
+            Poll::Pending => {
+                if let Some(cancel) = this.cancel.as_ref()
+                    && let Poll::Ready(err) = cancel.poll_cancelled(cx)
+                {
+                    return fail(this, err);
+                }
+                if *this.idle_flushed {
+                    return Poll::Pending;
+                }
+                *this.idle_flushed = true;
+                return match transform.idle() {
+                    Ok(out) => non_empty(out).map_or(Poll::Pending, |b| Poll::Ready(Some(Ok(b)))),
+                    Err(e) => fail(this, e),
+                };
+            }
+        }
+    }
+}
+
+/// The source ended: keep its trailers, drop it, flush the transform, and
+/// yield `head` followed by the flush output.
+fn finish<S: Source, T: Transform>(
+    this: &mut PipelineProj<'_, S, T>,
+    head: Result<Option<Batch>, StreamError>,
+) -> Poll<Option<BatchResult>> {
+    let head = match head {
+        Ok(head) => non_empty(head),
+        Err(e) => return fail(this, e),
+    };
+    if let Some(source) = this.source.as_mut().as_pin_mut() {
+        *this.trailers = source.take_trailers();
+    }
+    this.source.set(None);
+    this.life.finish();
+    let Some(transform) = this.transform.as_mut() else {
+        return Poll::Ready(head.map(Ok));
+    };
+    let tail = match transform.transform(None) {
+        Ok(tail) => non_empty(tail),
+        Err(e) => return fail(this, e),
+    };
+    if let Some(trailers) = this.trailers.as_mut() {
+        transform.trailers(trailers);
+    }
+    Poll::Ready(match tail {
+        Some(tail) => Some(Ok(concat(head, tail))),
+        None => head.map(Ok),
+    })
+}
+
+/// The pipeline failed with `err`: fire the token, drop the source, abort
+/// the transform (if it was started), and return `err` unchanged.
+fn fail<S, T: Transform>(
+    this: &mut PipelineProj<'_, S, T>,
+    err: StreamError,
+) -> Poll<Option<BatchResult>> {
+    let started = this.life.fail(&err);
+    this.source.set(None);
+    if started && let Some(transform) = this.transform.as_mut() {
+        transform.abort(&err);
+    }
+    Poll::Ready(Some(Err(err)))
+}
+
+/// The lifecycle every pull layer shares ([`Pipeline`], the stateful and
+/// async stages, the sync iterator): whether it has started, ended or
+/// failed, and the pipeline-wide token (PULL-041..044).
+///
+/// The outermost layer of a chain makes the token on its first poll and
+/// *owns* it: it alone fires it on an early drop, and it alone spends
+/// tokio's coop budget. Inner layers adopt it through [`Source::start`].
+/// Any layer that fails fires it, since its error ends the whole chain.
+#[derive(Debug)]
+pub(crate) struct Life {
+    phase: Phase,
+    token: Option<CancelToken>,
+    owner: bool,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Built, never polled: no stage has been called.
+    Built,
+    Running,
+    Done,
+    Failed(StreamError),
+}
+
+impl Life {
+    pub(crate) const fn new() -> Self {
+        Life {
+            phase: Phase::Built,
+            token: None,
+            owner: false,
+        }
+    }
+
+    /// A downstream layer hands over its token: keep it, unless already started.
+    pub(crate) fn adopt(&mut self, token: &CancelToken) {
+        if matches!(self.phase, Phase::Built) && self.token.is_none() {
+            self.token = Some(token.clone());
+        }
+    }
+
+    /// What every poll returns once the layer has ended (`None`) or failed
+    /// (the same error, CORE-006); `None` while it is live.
+    pub(crate) fn finished(&self) -> Option<Option<BatchResult>> {
+        match &self.phase {
+            Phase::Done => Some(None),
+            Phase::Failed(e) => Some(Some(Err(e.clone()))),
+            Phase::Built | Phase::Running => None,
+        }
+    }
+
+    /// A lifecycle that is over: for the shell a builder leaves behind.
+    pub(crate) const fn ended() -> Self {
+        Life {
+            phase: Phase::Done,
+            token: None,
+            owner: false,
+        }
+    }
+
+    /// Marks the layer running. On the first call, returns the token to
+    /// start its stages and its upstream with, making it if none was adopted
+    /// (one allocation per chain, on its first poll).
+    pub(crate) fn begin(&mut self) -> Option<&CancelToken> {
+        if !matches!(self.phase, Phase::Built) {
+            return None;
+        }
+        self.phase = Phase::Running;
+        if self.token.is_none() {
+            self.owner = true;
+        }
+        Some(self.token.get_or_insert_with(CancelToken::new))
+    }
+
+    /// The token, if the layer is running.
+    pub(crate) fn running_token(&self) -> Option<&CancelToken> {
+        match self.phase {
+            Phase::Running => self.token.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Neither ended nor failed.
+    pub(crate) fn is_live(&self) -> bool {
+        matches!(self.phase, Phase::Built | Phase::Running)
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    pub(crate) fn finish(&mut self) {
+        self.phase = Phase::Done;
+    }
+
+    /// The layer failed with `err`, for good, and fires the token with it:
+    /// the error is on its way to the consumer and ends the whole chain, so
+    /// the layers upstream, dropped next, abort with it too (PULL-040).
+    /// Returns whether the layer's stages were started, and so must be
+    /// aborted.
+    pub(crate) fn fail(&mut self, err: &StreamError) -> bool {
+        let started = !matches!(self.phase, Phase::Built);
+        self.phase = Phase::Failed(err.clone());
+        if let Some(token) = &self.token {
+            token.cancel_with(err.clone());
+        }
+        started
+    }
+
+    /// For `Drop`: if the layer has not ended, the reason its stages are
+    /// aborted with (PULL-041). The owner fires the token first, so that
+    /// every layer upstream, dropped next, aborts with the same reason
+    /// (CORE-006); an inner layer dropped while the token is quiet (a stage
+    /// downstream ended early) aborts with a reason of its own and leaves
+    /// the token alone. A layer never polled has no token yet: its stages
+    /// are aborted all the same, so that they can tell an unused stream
+    /// from a finished one.
+    pub(crate) fn drop_reason(&mut self) -> Option<StreamError> {
+        match self.phase {
+            Phase::Running => {}
+            Phase::Built => return Some(StreamError::aborted(STOPPED_EARLY)),
+            Phase::Done | Phase::Failed(_) => return None,
+        }
+        let token = self.token.as_ref()?;
+        if self.owner && !token.is_cancelled() {
+            token.cancel_with(StreamError::aborted(STOPPED_EARLY));
+        }
+        Some(
+            token
+                .reason()
+                .unwrap_or_else(|| StreamError::aborted(STOPPED_EARLY)),
+        )
+    }
+
+    /// The owner spends one unit of tokio's coop budget per poll (PULL-051);
+    /// `Pending` (with a wake-up already arranged) when the task has spent
+    /// its budget and should yield. Inner layers spend nothing, so a yield
+    /// never reaches a layer's idle logic.
+    pub(crate) fn poll_budget(&self, cx: &mut Context<'_>) -> Poll<Option<RestoreOnPending>> {
+        if self.owner {
+            coop::poll_proceed(cx).map(Some)
+        } else {
+            Poll::Ready(None)
         }
     }
 }

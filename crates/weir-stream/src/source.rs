@@ -8,7 +8,8 @@ use bytes::Bytes;
 use http::HeaderMap;
 use http_body::SizeHint;
 
-use crate::{Batch, BatchResult};
+use crate::stateful::{AsyncStage, AsyncTransform, StatefulStage, StatefulTransform};
+use crate::{Batch, BatchResult, CancelToken, Pipeline, Transform};
 
 /// Something that yields [`Batch`]es when polled.
 ///
@@ -49,6 +50,21 @@ pub trait Source {
     fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
         None
     }
+
+    /// The layer downstream is about to poll for the first time and hands
+    /// over the pipeline-wide token (PULL-044).
+    ///
+    /// A layer that runs transforms (a [`Pipeline`], a
+    /// [`StatefulStage`], an [`AsyncStage`]) keeps it, gives it to its
+    /// transforms instead of making a token of its own, and passes it on
+    /// upstream. Such a layer fires the token when it fails; firing it when
+    /// the chain is dropped early is left to the outermost layer, which made
+    /// it. An adapter that wraps a source should forward the call; other
+    /// sources ignore it (the default). Called at most once, before the
+    /// first poll; later calls are ignored.
+    fn start(self: Pin<&mut Self>, token: &CancelToken) {
+        let _ = token;
+    }
 }
 
 impl<S: Source + Unpin + ?Sized> Source for &mut S {
@@ -69,6 +85,10 @@ impl<S: Source + Unpin + ?Sized> Source for &mut S {
 
     fn take_trailers(mut self: Pin<&mut Self>) -> Option<HeaderMap> {
         Pin::new(&mut **self).take_trailers()
+    }
+
+    fn start(mut self: Pin<&mut Self>, token: &CancelToken) {
+        Pin::new(&mut **self).start(token)
     }
 }
 
@@ -91,6 +111,10 @@ impl<S: Source + Unpin + ?Sized> Source for Box<S> {
     fn take_trailers(mut self: Pin<&mut Self>) -> Option<HeaderMap> {
         Pin::new(&mut **self).take_trailers()
     }
+
+    fn start(mut self: Pin<&mut Self>, token: &CancelToken) {
+        Pin::new(&mut **self).start(token)
+    }
 }
 
 impl<S: Source + ?Sized> Source for Pin<Box<S>> {
@@ -109,9 +133,41 @@ impl<S: Source + ?Sized> Source for Pin<Box<S>> {
     fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
         self.get_mut().as_mut().take_trailers()
     }
+
+    fn start(self: Pin<&mut Self>, token: &CancelToken) {
+        self.get_mut().as_mut().start(token)
+    }
 }
 
-/// Convenience methods for every [`Source`].
+/// Convenience methods for every [`Source`], among them the builders of
+/// mixed chains.
+///
+/// A chain is built from its source outwards; each call wraps everything
+/// built so far (PULL-033), and nothing is polled until the consumer polls
+/// the result (PULL-001):
+///
+/// - [`then`](SourceExt::then) adds a synchronous [`Transform`]. On a
+///   [`Pipeline`] the inherent [`Pipeline::then`] is picked instead, which
+///   fuses the new stage into the pipeline's own loop, so a run of
+///   synchronous stages stays one loop however it is written;
+/// - [`stateful`](SourceExt::stateful) adds a [`StatefulTransform`] (PULL-030);
+/// - [`then_async`](SourceExt::then_async) adds an [`AsyncTransform`] (PULL-020);
+/// - [`with_token`](SourceExt::with_token) makes the chain fail once an
+///   external token fires (PULL-043).
+///
+/// ```
+/// use weir_stream::stateful::async_fn;
+/// use weir_stream::{Batch, SourceExt, from_iter, transform_fn};
+///
+/// let upper = transform_fn(|b: Option<Batch>| {
+///     Ok(b.map(|b| b.into_iter().map(|c| c.to_ascii_uppercase().into()).collect()))
+/// });
+/// let chain = from_iter(["a", "b"])
+///     .then(upper)
+///     .then_async(async_fn(|b: Option<Batch>| async move { Ok(b) }))
+///     .then(());
+/// # drop(chain);
+/// ```
 pub trait SourceExt: Source {
     /// The next batch, as a future.
     ///
@@ -123,6 +179,43 @@ pub trait SourceExt: Source {
         Self: Unpin,
     {
         NextBatch { source: self }
+    }
+
+    /// Runs `transform` on this source's batches, in the consumer's poll:
+    /// `pull(self, transform)` without the `Unpin` bound.
+    fn then<T: Transform>(self, transform: T) -> Pipeline<Self, T>
+    where
+        Self: Sized,
+    {
+        Pipeline::new(self, transform)
+    }
+
+    /// Runs a stateful transform over this source (PULL-030). See
+    /// [`StatefulStage`].
+    fn stateful<T: StatefulTransform>(self, transform: T) -> StatefulStage<Self, T>
+    where
+        Self: Sized,
+    {
+        StatefulStage::new(self, transform)
+    }
+
+    /// Runs an async transform over this source, awaiting each of its
+    /// futures before the output moves on (PULL-020). See [`AsyncStage`].
+    fn then_async<T: AsyncTransform>(self, transform: T) -> AsyncStage<Self, T>
+    where
+        Self: Sized,
+    {
+        AsyncStage::new(self, transform)
+    }
+
+    /// Fails with `token`'s reason once it fires (PULL-043): a pipeline
+    /// layer with no transform around this source. On a [`Pipeline`] the
+    /// inherent [`Pipeline::with_token`] is picked instead, which adds no layer.
+    fn with_token(self, token: CancelToken) -> Pipeline<Self, ()>
+    where
+        Self: Sized,
+    {
+        Pipeline::new(self, ()).with_token(token)
     }
 }
 

@@ -3,17 +3,25 @@
 use http::HeaderMap;
 use http_body::SizeHint;
 
-use crate::{Batch, StreamError};
+use crate::{Batch, CancelToken, StreamError};
 
 /// A synchronous stage of a [`Pipeline`](crate::Pipeline).
 ///
 /// The pipeline calls it inside its consumer's poll, so a transform never
 /// runs ahead of demand, and needs no task, channel or allocation of its own.
 ///
-/// Lifecycle: `transform(Some(batch))` for each input batch, in order; then
-/// exactly one `transform(None)` (the flush) on normal completion (PULL-031);
-/// or, instead of the flush, one `abort(reason)` when the stream fails or its
-/// consumer stops early (PULL-032). After either, no method is called again.
+/// Lifecycle: `start(token)` once, on the pipeline's first poll; then
+/// `transform(Some(batch))` for each input batch, in order; then exactly one
+/// `transform(None)` (the flush) on normal completion (PULL-031); or, instead
+/// of the flush, one `abort(reason)` when the stream fails or its consumer
+/// stops early (PULL-032). After either, no method is called again. A
+/// pipeline dropped before its first poll calls only `abort`; one whose
+/// external token fired before its first poll calls nothing at all (PULL-043).
+///
+/// The "ctx" of the catalogue (PULL-044) is, in Rust, the transform's own
+/// `&mut self` (each stage has its own state) plus the token handed to
+/// [`Transform::start`], which is the same token for every transform of a
+/// pipeline, across its stateful and async layers too.
 pub trait Transform {
     /// Transforms one batch (`Some`), or flushes at the end of input (`None`).
     ///
@@ -24,6 +32,22 @@ pub trait Transform {
     /// An error ends the stream: it reaches the consumer unchanged, and every
     /// transform of the pipeline is aborted with it (PULL-040).
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError>;
+
+    /// The pipeline was polled for the first time: `token` is the token
+    /// shared by every transform of the pipeline (PULL-044).
+    ///
+    /// The token fires when the pipeline fails (with the error, PULL-040),
+    /// when its consumer stops early (with [`StreamError::Aborted`],
+    /// PULL-041) or when the pipeline's external token fires (with that
+    /// token's reason, PULL-043); never on normal completion (PULL-042). The
+    /// transform is also told through [`Transform::abort`]; the token is for
+    /// work it handed elsewhere (a task, a thread, an origin fetch): clone it
+    /// there. It is for watching: a stage that wants to stop the stream
+    /// returns an error instead of firing it. Called once, on the first
+    /// poll, before the first batch. Does nothing by default.
+    fn start(&mut self, token: &CancelToken) {
+        let _ = token;
+    }
 
     /// The upstream went idle (its source returned `Pending`): emit what is
     /// held back, if anything (a compressor's sync flush, a coalescer's partial
@@ -71,6 +95,10 @@ impl Transform for () {
 impl<T: Transform + ?Sized> Transform for Box<T> {
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         (**self).transform(input)
+    }
+
+    fn start(&mut self, token: &CancelToken) {
+        (**self).start(token)
     }
 
     fn idle(&mut self) -> Result<Option<Batch>, StreamError> {
@@ -121,6 +149,11 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
         }
     }
 
+    fn start(&mut self, token: &CancelToken) {
+        self.first.start(token);
+        self.second.start(token);
+    }
+
     fn idle(&mut self) -> Result<Option<Batch>, StreamError> {
         let mut out = match non_empty(self.first.idle()?) {
             Some(mid) => self.second.transform(Some(mid))?,
@@ -147,11 +180,13 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
     }
 }
 
-fn non_empty(batch: Option<Batch>) -> Option<Batch> {
+/// `batch`, unless it is `None` or holds no chunk (CORE-001).
+pub(crate) fn non_empty(batch: Option<Batch>) -> Option<Batch> {
     batch.filter(|b| !b.is_empty())
 }
 
-fn concat(head: Option<Batch>, tail: Batch) -> Batch {
+/// `tail` appended to `head`, if any.
+pub(crate) fn concat(head: Option<Batch>, tail: Batch) -> Batch {
     match head {
         Some(mut head) => {
             head.append(tail);
