@@ -50,8 +50,10 @@ pub mod stateful;
 pub mod sync_pull;
 pub mod tap;
 
+pub use adapt::{IntoBatch, map_batches};
 pub use batch::{Batch, BatchBuf};
 pub use broadcast::{Broadcast, BroadcastOptions, broadcast};
+pub use coalesce::{Coalesce, coalesce};
 pub use error::{Reason, StreamError};
 pub use merge::{Merge, merge};
 pub use pipe::{IoSink, PipeOptions, Sink, TryWrite, pipe_to, pipe_to_sync};
@@ -60,6 +62,10 @@ pub use policy::Backpressure;
 pub use push::{PushOptions, Readable, Writer, push};
 pub use share::{ConsumerOptions, OnLag, Role, Share, ShareOptions, SyncShare, share, share_sync};
 pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, from_iter, once};
+pub use stateful::{
+    AsyncStage, AsyncTransform, StatefulStage, StatefulTransform, Upstream, async_fn,
+};
+pub use sync_pull::{PipelineSync, pull_sync};
 pub use tap::{Tap, TapAsync, tap, tap_async};
 pub use token::{CancelToken, Cancelled};
 pub use transform::{Chain, FnTransform, Transform, TransformExt, transform_fn};
