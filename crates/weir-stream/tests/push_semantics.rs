@@ -826,3 +826,21 @@ fn writer_and_readable_are_send_and_sync() {
     check::<Readable>();
     check::<weir_stream::push::Write<'static>>();
 }
+
+#[test]
+fn push_083_one_read_takes_every_buffered_slot_as_one_flat_batch() {
+    let (writer, mut readable) = push(opts(4, Backpressure::Strict));
+    for part in ["a", "b", "c", "d"] {
+        assert!(writer.try_write(b(part)));
+    }
+    assert_eq!(writer.desired_size(), Some(0));
+    let Poll::Ready(Some(Ok(batch))) = poll_src(&mut readable) else {
+        panic!("no batch")
+    };
+    assert_eq!(batch.len(), 4, "one read, four chunks");
+    assert_eq!(
+        writer.desired_size(),
+        Some(4),
+        "every slot freed by the one read"
+    );
+}
