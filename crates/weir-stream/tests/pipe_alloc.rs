@@ -1,20 +1,14 @@
 //! PIPE-002: `pipe_to` into a sink that keeps up allocates nothing per batch.
 //!
-//! The counting allocator is global to this test binary, so it holds one
-//! test only: nothing else runs while it measures.
+//! Counted with `allocation-counter`, which counts the current thread only.
 
-use std::alloc::System;
 use std::collections::VecDeque;
 use std::pin::{Pin, pin};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use weir_stream::pipe::{PipeOptions, Sink, TryWrite, pipe_to};
 use weir_stream::{Batch, BatchResult, CancelToken, Source, StreamError};
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// Yields batches built beforehand, so pulling allocates nothing.
 struct Prebuilt(VecDeque<Batch>);
@@ -79,17 +73,16 @@ fn measure(n: usize, slow: bool, options: PipeOptions) -> (usize, u64) {
         ..Counting::default()
     };
     let mut cx = Context::from_waker(Waker::noop());
-    let region = Region::new(GLOBAL);
-    let total = {
+    let mut total = 0;
+    let info = allocation_counter::measure(|| {
         let mut fut = pin!(pipe_to(source, &mut sink, options));
-        match fut.as_mut().poll(&mut cx) {
+        total = match fut.as_mut().poll(&mut cx) {
             Poll::Ready(r) => r.expect("pipe"),
             Poll::Pending => panic!("an always-ready pipe was pending"),
-        }
-    };
-    let stats = region.change();
+        };
+    });
     assert_eq!(sink.bytes as u64, total);
-    (stats.allocations + stats.reallocations, total)
+    (info.count_total as usize, total)
 }
 
 #[test]

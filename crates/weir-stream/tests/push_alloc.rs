@@ -1,28 +1,21 @@
 //! PUSH-089 and FAST-005: allocation counts, with a counting global
-//! allocator (`stats_alloc`, so this file needs no `unsafe`).
-//!
-//! The counts are process-wide, so this binary has a single `#[test]` that
-//! runs every scenario in turn: no other test thread can allocate meanwhile.
+//! allocator (`allocation-counter`, so this file needs no `unsafe`; it
+//! counts the current thread only).
 
-use std::alloc::System;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use weir_stream::push::{PushOptions, push};
 use weir_stream::{Backpressure, Batch, Source};
 
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-/// Allocations (and reallocations) made by `f`.
+/// Allocations (a reallocation counts as one) made by `f` on this thread.
 fn allocs<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let region = Region::new(GLOBAL);
-    let out = f();
-    let change = region.change();
-    (change.allocations + change.reallocations, out)
+    let mut out = None;
+    let info = allocation_counter::measure(|| out = Some(f()));
+    let out = out.expect("the measured closure ran");
+    (info.count_total as usize, out)
 }
 
 fn drain<S: Source + Unpin>(s: &mut S) {
