@@ -2,9 +2,9 @@
 //! `SmallVec<[Bytes; N]>` (the issue asks to measure and pick).
 //!
 //! One iteration handles 1024 batches of `k` chunks (k = 1, 4, 16, 128):
-//! build the batch (push `k` chunks), move it through 3 opaque stages in the
-//! shape a pipeline hands it on (`Poll<Option<Result<_, StreamError>>>`),
-//! then drain it (by-value iteration, summing lengths). Chunks are
+//! build the batch (push `k` chunks), move it through 3 stages in the shape
+//! a pipeline hands it on (`Poll<Option<Result<_, StreamError>>>`), opaque
+//! (every move copies) or inlined (moves may be elided), then drain it (by-value iteration, summing lengths). Chunks are
 //! `Bytes::from_static` clones, so cloning and dropping them costs no
 //! atomic: what is left is the container's own cost (its allocation and
 //! the bytes each move copies). The conclusion is in `benches/README.md`.
@@ -54,29 +54,42 @@ where
 
 type Polled<C> = Poll<Option<Result<C, StreamError>>>;
 
-/// One hand-off, as a pipeline stage does it; opaque so the move happens.
+/// One hand-off, as a pipeline stage does it; opaque so the move happens
+/// (the worst case for an inline container: every hand-off copies it).
 #[inline(never)]
-fn stage<C>(p: Polled<C>) -> Polled<C> {
+fn opaque_stage<C>(p: Polled<C>) -> Polled<C> {
     black_box(p)
 }
 
+/// One hand-off the compiler may see through (the best case for an inline
+/// container: moves can be elided, as in a fully inlined fused pipeline).
+#[inline(always)]
+fn inlined_stage<C>(p: Polled<C>) -> Polled<C> {
+    p
+}
+
 #[inline]
-fn one_batch<C: Container>(k: usize, chunk: &Bytes) -> usize {
+fn one_batch<C: Container>(k: usize, chunk: &Bytes, opaque: bool) -> usize {
     let mut c = C::with_capacity(k);
     for _ in 0..k {
         c.push(chunk.clone());
     }
-    let p = stage(stage(stage(Poll::Ready(Some(Ok(c))))));
+    let p = Poll::Ready(Some(Ok(c)));
+    let p = if opaque {
+        opaque_stage(opaque_stage(opaque_stage(p)))
+    } else {
+        inlined_stage(inlined_stage(inlined_stage(p)))
+    };
     let Poll::Ready(Some(Ok(c))) = p else {
         unreachable!("the stages hand the batch back")
     };
     c.into_iter().map(|b| b.len()).sum()
 }
 
-fn run<C: Container>(k: usize, chunk: &Bytes) -> usize {
+fn run<C: Container>(k: usize, chunk: &Bytes, opaque: bool) -> usize {
     let mut total = 0;
     for _ in 0..BATCHES {
-        total += one_batch::<C>(black_box(k), chunk);
+        total += one_batch::<C>(black_box(k), chunk, opaque);
     }
     assert_eq!(total, BATCHES * k * chunk.len(), "lost chunks");
     total
@@ -84,20 +97,22 @@ fn run<C: Container>(k: usize, chunk: &Bytes) -> usize {
 
 fn containers(c: &mut Criterion) {
     let chunk = Bytes::from_static(&DATA);
-    for k in [1usize, 4, 16, 128] {
-        let mut g = c.benchmark_group(format!("batch_container/k{k}"));
-        g.throughput(Throughput::Elements((BATCHES * k) as u64));
-        g.bench_function("vec", |b| b.iter(|| run::<Vec<Bytes>>(k, &chunk)));
-        g.bench_function("smallvec1", |b| {
-            b.iter(|| run::<SmallVec<[Bytes; 1]>>(k, &chunk))
-        });
-        g.bench_function("smallvec4", |b| {
-            b.iter(|| run::<SmallVec<[Bytes; 4]>>(k, &chunk))
-        });
-        g.bench_function("smallvec8", |b| {
-            b.iter(|| run::<SmallVec<[Bytes; 8]>>(k, &chunk))
-        });
-        g.finish();
+    for (moves, opaque) in [("opaque", true), ("inlined", false)] {
+        for k in [1usize, 4, 16, 128] {
+            let mut g = c.benchmark_group(format!("batch_container/{moves}/k{k}"));
+            g.throughput(Throughput::Elements((BATCHES * k) as u64));
+            g.bench_function("vec", |b| b.iter(|| run::<Vec<Bytes>>(k, &chunk, opaque)));
+            g.bench_function("smallvec1", |b| {
+                b.iter(|| run::<SmallVec<[Bytes; 1]>>(k, &chunk, opaque))
+            });
+            g.bench_function("smallvec4", |b| {
+                b.iter(|| run::<SmallVec<[Bytes; 4]>>(k, &chunk, opaque))
+            });
+            g.bench_function("smallvec8", |b| {
+                b.iter(|| run::<SmallVec<[Bytes; 8]>>(k, &chunk, opaque))
+            });
+            g.finish();
+        }
     }
 }
 

@@ -20,8 +20,8 @@ use futures_core::Stream;
 use futures_util::StreamExt;
 use tokio::sync::{broadcast, mpsc};
 
-use super::check::{Sink, Tally};
-use super::stages::{Coalescer, Op, split2, xor_into};
+use super::check::{Sink, Tally, digest_xor};
+use super::stages::{Coalescer, Op, split2};
 
 // ---- (a) one item per poll ----
 
@@ -118,10 +118,20 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for CoalesceStream<S> {
 /// Source task → one task per op → sink task, each hop a bounded mpsc of
 /// capacity `cap`. Must run inside the `multi_thread` runtime.
 pub async fn b_chain<K: Sink>(chunks: Vec<Bytes>, ops: &[Op], cap: usize) -> Tally {
+    b_chain_from::<K>(chunks, |c| c, ops, cap).await
+}
+
+/// [`b_chain`] whose source task yields `make(chunk)` (e.g. an owned copy).
+pub async fn b_chain_from<K: Sink>(
+    chunks: Vec<Bytes>,
+    make: fn(Bytes) -> Bytes,
+    ops: &[Op],
+    cap: usize,
+) -> Tally {
     let (tx, mut rx) = mpsc::channel::<Bytes>(cap);
     tokio::spawn(async move {
         for c in chunks {
-            if tx.send(c).await.is_err() {
+            if tx.send(make(c)).await.is_err() {
                 return;
             }
         }
@@ -239,6 +249,23 @@ pub fn c1_iter(chunks: &[Bytes]) -> Tally {
     t
 }
 
+/// (c1, streaming) Consumes the chunks, summing lengths and dropping each:
+/// the ceiling for anything that hands chunks on by value, since every
+/// streaming contender pays one `Bytes` drop (a refcount decrement, or a
+/// `free` for owned chunks) per chunk, and (c1) pays none.
+#[inline]
+pub fn c1_drain(chunks: Vec<Bytes>) -> Tally {
+    let mut t = Tally::default();
+    for c in chunks {
+        // Without this, LLVM may elide an owned chunk's allocation and copy
+        // altogether when only its length is read.
+        let c = std::hint::black_box(c);
+        t.bytes += c.len() as u64;
+        t.chunks += 1;
+    }
+    t
+}
+
 /// (c2) Copies every chunk into `dst` (preallocated to the total length):
 /// the memcpy ceiling.
 #[inline]
@@ -257,19 +284,19 @@ pub fn c2_copy(chunks: &[Bytes], dst: &mut Vec<u8>) -> Tally {
     t
 }
 
-/// (c3) XORs every chunk with each key in turn straight into a re-used
-/// scratch buffer, and folds it as sink `K`: the CPU-transform ceiling.
+/// (c3) The XOR chain `keys` applied straight over the slices and folded
+/// as the [`Digest`](super::check::Digest) sink folds, in one pass, without allocating or writing:
+/// the CPU-transform ceiling (the keys combine into one, as XORs do).
 #[inline]
-pub fn c3_xor<K: Sink>(chunks: &[Bytes], keys: &[u8], scratch: &mut Vec<u8>) -> Tally {
+pub fn c3_xor(chunks: &[Bytes], keys: &[u8]) -> Tally {
+    let key = keys.iter().fold(0u8, |a, k| a ^ k);
     let mut t = Tally::default();
     for c in chunks {
-        scratch.resize(c.len(), 0);
-        let (first, rest) = keys.split_first().expect("c3_xor needs a key");
-        xor_into(c, scratch, *first);
-        for &k in rest {
-            scratch.iter_mut().for_each(|b| *b ^= k);
-        }
-        t.add::<K>(scratch);
+        let (sum, xor) = digest_xor(c, key);
+        t.bytes += c.len() as u64;
+        t.chunks += 1;
+        t.sum = t.sum.wrapping_add(sum);
+        t.xor ^= xor;
     }
     t
 }

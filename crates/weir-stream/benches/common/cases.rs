@@ -13,16 +13,17 @@ use futures_util::{StreamExt, stream};
 use weir_stream::{Batch, Transform, TransformExt, from_iter, once, pull, transform_fn};
 
 use super::baseline::{
-    CoalesceStream, Split2Stream, a_drain, b_chain, c1_iter, c2_copy, c3_coalesce, c3_xor,
+    CoalesceStream, Split2Stream, a_drain, b_chain, b_chain_from, c1_drain, c1_iter, c2_copy,
+    c3_coalesce, c3_xor,
 };
 use super::check::{Count, Digest, Sink, Tally};
 use super::drive::pull_drain;
 use super::harness::Case;
 use super::input::{Input, shape};
 use super::rt;
-use super::source::chunks;
+use super::source::{ChunkSource, chunks};
 use super::stages::{
-    COALESCE, Coalesce, Identity, KEY, KEYS, Op, Split2, Xor, reference, xor, xor_batch,
+    COALESCE, Coalesce, Identity, KEY, KEYS, Op, Split2, Xor, own, reference, xor, xor_batch,
 };
 
 // ---- the lists the bench binaries run ----
@@ -105,9 +106,12 @@ pub fn with_b<K: Sink>(case: Case, ops: &[Op]) -> Case {
         .baseline("b/mpsc16", move |v| on_multi(b_chain::<K>(v, &o16, 16)))
 }
 
-/// Adds (c1): iterate the slices, summing lengths.
+/// Adds (c1): iterate the slices, summing lengths (`c1/iter`), and the
+/// same loop consuming the chunks, so each is dropped in the timed region
+/// as in every streaming contender (`c1/drain`).
 pub fn with_c1(case: Case) -> Case {
     case.baseline_ref("c1/iter", c1_iter)
+        .baseline("c1/drain", c1_drain)
 }
 
 /// Adds (c2): copy into a preallocated buffer (allocated on first use).
@@ -117,11 +121,8 @@ pub fn with_c2(case: Case) -> Case {
 }
 
 /// Adds (c3): the XOR chain `keys` straight over the slices.
-pub fn with_c3_xor<K: Sink>(case: Case, keys: &'static [u8]) -> Case {
-    let scratch = RefCell::new(Vec::new());
-    case.baseline_ref("c3/xor", move |v| {
-        c3_xor::<K>(v, keys, &mut scratch.borrow_mut())
-    })
+pub fn with_c3_xor(case: Case, keys: &'static [u8]) -> Case {
+    case.baseline_ref("c3/xor", move |v| c3_xor(v, keys))
 }
 
 /// A one-item identity stage for baseline (a).
@@ -231,7 +232,7 @@ pub fn b04() -> Vec<Case> {
     case = with_pull::<Digest, _, _>(case, "pull", || Xor(KEY));
     case = with_a::<Digest, _, _>(case, |v| stream::iter(v).map(|c| xor(c, KEY)));
     case = with_b::<Digest>(case, &[Op::Xor(KEY)]);
-    cases.push(with_c3_xor::<Digest>(case, &[KEY]));
+    cases.push(with_c3_xor(case, &[KEY]));
 
     let input = Input::shared(4 << 10, 500);
     let mut case = Case::new(
@@ -285,7 +286,7 @@ pub fn b04() -> Vec<Case> {
     });
     case = with_a::<Digest, _, _>(case, |v| stream::iter(v).map(|c| xor(c, KEY)));
     case = with_b::<Digest>(case, &[Op::Xor(KEY)]);
-    cases.push(with_c3_xor::<Digest>(case, &[KEY]));
+    cases.push(with_c3_xor(case, &[KEY]));
 
     cases
 }
@@ -366,7 +367,7 @@ pub fn b06() -> Vec<Case> {
     case = with_pull::<Digest, _, _>(case, "pull", || Xor(KEY));
     case = with_a::<Digest, _, _>(case, |v| stream::iter(v).map(|c| xor(c, KEY)));
     case = with_b::<Digest>(case, &[Op::Xor(KEY)]);
-    cases.push(with_c3_xor::<Digest>(case, &[KEY]));
+    cases.push(with_c3_xor(case, &[KEY]));
 
     let input = Input::shared(8 << 10, 500);
     let mut case = Case::new(
@@ -462,35 +463,87 @@ pub fn b11() -> Vec<Case> {
     let mut cases = Vec::new();
     let total = 20 << 20;
 
-    let input = Input::owned_mixed(1 << 10, 64 << 10, total);
-    let mut case = Case::new(
+    // Every contender's source copies each chunk into a fresh allocation
+    // (`own`), as a socket read does, and its sink frees it: both inside the
+    // timed region, the same for all.
+    let input = Input::mixed(1 << 10, 64 << 10, total);
+    let case = Case::new(
         "B11/forward_owned_1K-64K/20MiB",
         input.clone(),
         expect::<Count>(&input, &[Op::Id]),
         true,
     );
-    case = with_pull::<Count, _, _>(case, "pull", || Identity);
-    case = with_a::<Count, _, _>(case, |v| stream::iter(v).map(ident));
-    case = with_b::<Count>(case, &[Op::Id]);
-    cases.push(with_c1(case));
+    cases.push(
+        owned_contenders::<Count, _, _>(
+            case,
+            || Identity,
+            &[Op::Id],
+            |v| stream::iter(v.into_iter().map(own)).map(ident),
+        )
+        // Copy, then drop, chunk by chunk, as the streaming contenders do.
+        .baseline("c1/drain", |v| {
+            let mut t = Tally::default();
+            for c in v {
+                let c = std::hint::black_box(own(c));
+                t.add::<Count>(&c);
+            }
+            t
+        }),
+    );
 
-    let input = Input::owned_mixed(1 << 10, 16 << 10, total);
+    let input = Input::mixed(1 << 10, 16 << 10, total);
     let ops = [Op::Coalesce(COALESCE)];
-    let mut case = Case::new(
+    let case = Case::new(
         "B11/accumulate_1K-16K_to_64K/20MiB",
         input.clone(),
         expect::<Digest>(&input, &ops),
         false,
     );
-    case = with_pull::<Digest, _, _>(case, "pull", || Coalesce::new(COALESCE));
-    case = with_a::<Digest, _, _>(case, |v| CoalesceStream::new(stream::iter(v), COALESCE));
-    case = with_b::<Digest>(case, &ops);
     let scratch = RefCell::new(Vec::new());
-    cases.push(case.baseline_ref("c3/coalesce", move |v| {
-        c3_coalesce::<Digest>(v, COALESCE, &mut scratch.borrow_mut())
-    }));
+    cases.push(
+        owned_contenders::<Digest, _, _>(
+            case,
+            || Coalesce::new(COALESCE),
+            &ops,
+            |v| CoalesceStream::new(stream::iter(v.into_iter().map(own)), COALESCE),
+        )
+        // The ceiling: one copy, straight from the slices into 64 KiB buffers.
+        .baseline_ref("c3/coalesce", move |v| {
+            c3_coalesce::<Digest>(v, COALESCE, &mut scratch.borrow_mut())
+        }),
+    );
 
     cases
+}
+
+/// `pull/b1`, `pull/b128`, (a) and (b) over owned chunks: each source
+/// copies every chunk ([`own`]) as it yields it.
+fn owned_contenders<K, T, S>(
+    case: Case,
+    make: fn() -> T,
+    ops: &[Op],
+    a: fn(Vec<Bytes>) -> S,
+) -> Case
+where
+    K: Sink,
+    T: Transform + Unpin + 'static,
+    S: Stream<Item = Bytes> + Unpin + 'static,
+{
+    let mut case = case;
+    for n in [1usize, 128] {
+        case = case.core(&format!("pull/b{n}"), move |v| {
+            let src = ChunkSource::new(v.into_iter().map(own as fn(Bytes) -> Bytes), n);
+            on_current(pull_drain::<K, _>(pull(src, make())))
+        });
+    }
+    case = case.baseline("a/futures", move |v| on_current(a_drain::<K, _>(a(v))));
+    for cap in [1usize, 16] {
+        let ops = ops.to_vec();
+        case = case.baseline(&format!("b/mpsc{cap}"), move |v| {
+            on_multi(b_chain_from::<K>(v, own, &ops, cap))
+        });
+    }
+    case
 }
 
 // ---- B12: construction churn ----
@@ -543,7 +596,7 @@ pub fn b12() -> Vec<Case> {
         bytes: (CHURN * 1024) as u64,
         ..Tally::default()
     };
-    let case = Case::new("B12/pipeline_build_drain/1K", input, t, true)
+    let mut case = Case::new("B12/pipeline_build_drain/1K", input, t, true)
         .constructions(CHURN as u64)
         .core("pull", |v| {
             let chunk = v[0].clone();
@@ -582,6 +635,8 @@ pub fn b12() -> Vec<Case> {
                 t
             })
         });
+    // Baseline (b) spawns three tasks per construction: ~30 µs each.
+    case.slow = true;
     cases.push(case);
     cases
 }

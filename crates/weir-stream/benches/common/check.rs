@@ -85,3 +85,20 @@ pub fn digest(data: &[u8]) -> (u64, u8) {
     }
     (sum, xor)
 }
+
+/// [`digest`] of `data` XORed with `key`, without materialising it.
+#[inline]
+pub fn digest_xor(data: &[u8], key: u8) -> (u64, u8) {
+    let mut sum = 0u64;
+    let mut xor = 0u8;
+    for block in data.chunks(65536) {
+        let mut s = 0u32;
+        for &b in block {
+            let b = b ^ key;
+            s += u32::from(b);
+            xor ^= b;
+        }
+        sum += u64::from(s);
+    }
+    (sum, xor)
+}

@@ -281,7 +281,10 @@ pub fn paired_case(case: &Case, rounds: usize, slice: Duration) -> PairedCase {
         .iter()
         .map(|ct| {
             let t = time_runs(case, ct, 1).max(time_runs(case, ct, 1));
-            ((slice.as_nanos() as f64 / t.max(1.0)) as usize).clamp(1, 10_000)
+            // Inputs of a slice are built up front: keep them under 256 MiB
+            // of handles.
+            let most = (256 << 20) / (case.input.chunks() * 32).max(1);
+            ((slice.as_nanos() as f64 / t.max(1.0)) as usize).clamp(1, most.clamp(1, 10_000))
         })
         .collect();
     let mut per_round = vec![Vec::with_capacity(rounds); n];
@@ -338,9 +341,13 @@ pub fn smoke(cases: &[Case]) {
     }
 }
 
+/// The baseline columns of [`markdown`]: a name ending in `/` is a prefix.
+const COLS: [&str; 7] = [
+    "a/", "b/mpsc1", "b/mpsc16", "c1/iter", "c1/drain", "c2/", "c3/",
+];
+
 /// The baseline column a contender name belongs to.
 fn column(name: &str) -> Option<usize> {
-    const COLS: [&str; 6] = ["a/", "b/mpsc1", "b/mpsc16", "c1/", "c2/", "c3/"];
     COLS.iter().position(|p| {
         if p.ends_with('/') {
             name.starts_with(p)
@@ -355,9 +362,9 @@ fn column(name: &str) -> Option<usize> {
 pub fn markdown(results: &[PairedCase]) -> String {
     let mut s = String::new();
     s.push_str(
-        "| case | core | ns/unit | MB/s | vs a | vs b cap1 | vs b cap16 | vs c1 | vs c2 | vs c3 |\n",
+        "| case | core | ns/unit | MB/s | vs a | vs b cap1 | vs b cap16 | vs c1 iter | vs c1 drain | vs c2 | vs c3 |\n",
     );
-    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         for (i, row) in &r.speedup {
             let m = &r.measured[*i];
@@ -373,7 +380,7 @@ pub fn markdown(results: &[PairedCase]) -> String {
                 }
                 Unit::Construction => "–".to_owned(),
             };
-            let mut cells = vec!["–".to_owned(); 6];
+            let mut cells = vec!["–".to_owned(); COLS.len()];
             let mut others = Vec::new();
             for (j, x) in row.iter().enumerate() {
                 if j == *i {
@@ -450,7 +457,10 @@ pub fn json(results: &[PairedCase], rounds: usize) -> String {
     let _ = writeln!(
         s,
         "  \"git_sha\": {},",
-        json_str(&command_line("git", &["rev-parse", "HEAD"]))
+        json_str(&command_line(
+            "git",
+            &["describe", "--always", "--dirty", "--abbrev=40"]
+        ))
     );
     let _ = writeln!(
         s,

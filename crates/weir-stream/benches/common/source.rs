@@ -39,10 +39,9 @@ impl<I: ExactSizeIterator<Item = Bytes> + Unpin> Source for ChunkSource<I> {
         if n == 0 {
             return Poll::Ready(None);
         }
-        let mut batch = Batch::with_capacity(n);
-        for c in self.iter.by_ref().take(n) {
-            batch.push(c);
-        }
+        // `collect` (generic, so inlined here) rather than `Batch::push` in
+        // a loop: `push` is not `#[inline]` and would cost a call per chunk.
+        let batch: Batch = self.iter.by_ref().take(n).collect();
         Poll::Ready(Some(Ok(batch)))
     }
 

@@ -13,6 +13,12 @@ pub const KEYS: [u8; 3] = [0x5A, 0xC3, 0x3C];
 /// Target chunk size of the coalescing stage (B11), in bytes.
 pub const COALESCE: usize = 64 * 1024;
 
+/// A fresh, uniquely owned copy of `chunk`: what a socket read yields.
+#[inline]
+pub fn own(chunk: Bytes) -> Bytes {
+    Bytes::copy_from_slice(&chunk)
+}
+
 /// XORs every byte with `key`: in place when the chunk is uniquely owned
 /// (an owned input), else into a fresh buffer (a shared input).
 #[inline]
@@ -27,14 +33,6 @@ pub fn xor(chunk: Bytes, key: u8) -> Bytes {
             m.extend(shared.iter().map(|b| b ^ key));
             m.freeze()
         }
-    }
-}
-
-/// XORs `src` into `dst` (same length): the (c3) ceiling's inner loop.
-#[inline]
-pub fn xor_into(src: &[u8], dst: &mut [u8], key: u8) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = s ^ key;
     }
 }
 
