@@ -288,7 +288,7 @@ pin_project! {
     pub struct BytesStream<S> {
         #[pin]
         source: S,
-        chunks: std::vec::IntoIter<Bytes>,
+        chunks: crate::batch::IntoIter,
     }
 }
 
@@ -298,7 +298,7 @@ pin_project! {
 pub fn into_bytes_stream<S: Source>(source: S) -> BytesStream<S> {
     BytesStream {
         source,
-        chunks: Vec::new().into_iter(),
+        chunks: Batch::new().into_iter(),
     }
 }
 

@@ -12,105 +12,260 @@ use bytes::{Buf, BufMut, Bytes};
 /// chunks are never copied when a batch moves through a pipeline (CORE-002).
 /// A batch may hold zero-length chunks (CORE-008); the HTTP adapter skips
 /// them, because on an HTTP/1.1 chunked wire a 0-size chunk ends the body.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// A batch of one chunk, the common case for a body read off a socket,
+/// holds it inline: making, moving and dropping it allocates nothing. More
+/// chunks live in a `Vec`, which moves through identity stages as is.
+/// (Measured against `SmallVec<[Bytes; N]>` in `benches/batch_container.rs`:
+/// the inline slot pays off only for one chunk, and a small-vector is
+/// slower from four chunks up, so the inline case is kept to exactly one.)
+#[derive(Clone, Debug)]
 pub struct Batch {
-    chunks: Vec<Bytes>,
+    repr: Repr,
 }
+
+#[derive(Clone, Debug)]
+enum Repr {
+    One(Bytes),
+    Many(Vec<Bytes>),
+}
+
+impl Default for Batch {
+    #[inline]
+    fn default() -> Self {
+        Batch::new()
+    }
+}
+
+impl PartialEq for Batch {
+    #[inline]
+    fn eq(&self, other: &Batch) -> bool {
+        self.chunks() == other.chunks()
+    }
+}
+
+impl Eq for Batch {}
 
 impl Batch {
     /// The most chunks an in-memory source puts in one batch (CORE-004).
     pub const MAX_CHUNKS: usize = 128;
 
     /// An empty batch. Does not allocate.
+    #[inline]
     pub const fn new() -> Self {
-        Batch { chunks: Vec::new() }
-    }
-
-    /// An empty batch with room for `chunks` chunks.
-    pub fn with_capacity(chunks: usize) -> Self {
         Batch {
-            chunks: Vec::with_capacity(chunks),
+            repr: Repr::Many(Vec::new()),
         }
     }
 
-    /// A batch of one chunk.
+    /// An empty batch with room for `chunks` chunks (no allocation for 0 or 1).
+    #[inline]
+    pub fn with_capacity(chunks: usize) -> Self {
+        if chunks <= 1 {
+            return Batch::new();
+        }
+        Batch {
+            repr: Repr::Many(Vec::with_capacity(chunks)),
+        }
+    }
+
+    /// A batch of one chunk. Does not allocate.
+    #[inline]
     pub fn one(chunk: impl Into<Bytes>) -> Self {
         Batch {
-            chunks: vec![chunk.into()],
+            repr: Repr::One(chunk.into()),
         }
     }
 
-    /// Appends a chunk.
+    /// Appends a chunk. The first chunk of an empty batch without reserved
+    /// room is kept inline; the second moves both into a `Vec`.
+    #[inline]
     pub fn push(&mut self, chunk: Bytes) {
-        self.chunks.push(chunk);
+        match &mut self.repr {
+            Repr::Many(v) if v.capacity() > v.len() || !v.is_empty() => v.push(chunk),
+            Repr::Many(_) => self.repr = Repr::One(chunk),
+            Repr::One(_) => self.spill(4).push(chunk),
+        }
+    }
+
+    /// Moves an inline chunk into a `Vec` with room for `capacity` chunks.
+    #[cold]
+    fn spill(&mut self, capacity: usize) -> &mut Vec<Bytes> {
+        if let Repr::One(first) = &mut self.repr {
+            let first = std::mem::take(first);
+            let mut v = Vec::with_capacity(capacity.max(2));
+            v.push(first);
+            self.repr = Repr::Many(v);
+        }
+        match &mut self.repr {
+            Repr::Many(v) => v,
+            Repr::One(_) => unreachable!("spilled just above"),
+        }
     }
 
     /// Appends every chunk of `other`, in order.
+    #[inline]
     pub fn append(&mut self, other: Batch) {
-        if self.chunks.is_empty() {
-            self.chunks = other.chunks;
-        } else {
-            self.chunks.extend(other.chunks);
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        match other.repr {
+            Repr::One(chunk) => self.push(chunk),
+            Repr::Many(more) => {
+                let extra = more.len();
+                match &mut self.repr {
+                    Repr::Many(v) => v.extend(more),
+                    Repr::One(_) => self.spill(1 + extra).extend(more),
+                }
+            }
         }
     }
 
     /// Number of chunks (not bytes).
+    #[inline]
     pub fn len(&self) -> usize {
-        self.chunks.len()
+        match &self.repr {
+            Repr::One(_) => 1,
+            Repr::Many(v) => v.len(),
+        }
     }
 
     /// Whether the batch holds no chunk at all.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.chunks.is_empty()
+        match &self.repr {
+            Repr::One(_) => false,
+            Repr::Many(v) => v.is_empty(),
+        }
     }
 
     /// Total length of all chunks, in bytes.
+    #[inline]
     pub fn byte_len(&self) -> usize {
-        self.chunks.iter().map(Bytes::len).sum()
+        match &self.repr {
+            Repr::One(c) => c.len(),
+            Repr::Many(v) => v.iter().map(Bytes::len).sum(),
+        }
     }
 
     /// The chunks, in order.
+    #[inline]
     pub fn chunks(&self) -> &[Bytes] {
-        &self.chunks
+        match &self.repr {
+            Repr::One(c) => std::slice::from_ref(c),
+            Repr::Many(v) => v,
+        }
     }
 
-    /// Takes the chunks out.
+    /// The chunks, in order, to modify in place (no allocation).
+    #[inline]
+    pub fn chunks_mut(&mut self) -> &mut [Bytes] {
+        match &mut self.repr {
+            Repr::One(c) => std::slice::from_mut(c),
+            Repr::Many(v) => v,
+        }
+    }
+
+    /// Takes the chunks out. Allocates a `Vec` for a one-chunk batch;
+    /// prefer [`Batch::chunks_mut`] or iteration where that matters.
+    #[inline]
     pub fn into_chunks(self) -> Vec<Bytes> {
-        self.chunks
+        match self.repr {
+            Repr::One(c) => vec![c],
+            Repr::Many(v) => v,
+        }
     }
 
     /// A [`Buf`] over the whole batch, for one vectored write. No copy.
+    #[inline]
     pub fn into_buf(self) -> BatchBuf {
         BatchBuf::from(self)
     }
 }
 
 impl From<Vec<Bytes>> for Batch {
+    #[inline]
     fn from(chunks: Vec<Bytes>) -> Self {
-        Batch { chunks }
+        Batch {
+            repr: Repr::Many(chunks),
+        }
     }
 }
 
 impl From<Bytes> for Batch {
+    #[inline]
     fn from(chunk: Bytes) -> Self {
         Batch::one(chunk)
     }
 }
 
 impl FromIterator<Bytes> for Batch {
+    /// One chunk stays inline; more are collected into a `Vec`.
+    #[inline]
     fn from_iter<I: IntoIterator<Item = Bytes>>(iter: I) -> Self {
-        Batch {
-            chunks: iter.into_iter().collect(),
-        }
+        let mut iter = iter.into_iter();
+        let Some(first) = iter.next() else {
+            return Batch::new();
+        };
+        let Some(second) = iter.next() else {
+            return Batch::one(first);
+        };
+        let mut v = Vec::with_capacity(iter.size_hint().0.saturating_add(2));
+        v.push(first);
+        v.push(second);
+        v.extend(iter);
+        Batch::from(v)
     }
 }
 
+/// The owning iterator of a [`Batch`].
+#[derive(Debug)]
+pub struct IntoIter {
+    inner: IntoIterRepr,
+}
+
+#[derive(Debug)]
+enum IntoIterRepr {
+    One(Option<Bytes>),
+    Many(std::vec::IntoIter<Bytes>),
+}
+
+impl Iterator for IntoIter {
+    type Item = Bytes;
+
+    #[inline]
+    fn next(&mut self) -> Option<Bytes> {
+        match &mut self.inner {
+            IntoIterRepr::One(c) => c.take(),
+            IntoIterRepr::Many(it) => it.next(),
+        }
+    }
+
+    #[inline]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match &self.inner {
+            IntoIterRepr::One(c) => usize::from(c.is_some()),
+            IntoIterRepr::Many(it) => it.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for IntoIter {}
+
 impl IntoIterator for Batch {
     type Item = Bytes;
-    type IntoIter = std::vec::IntoIter<Bytes>;
+    type IntoIter = IntoIter;
 
-    fn into_iter(self) -> Self::IntoIter {
-        self.chunks.into_iter()
+    #[inline]
+    fn into_iter(self) -> IntoIter {
+        IntoIter {
+            inner: match self.repr {
+                Repr::One(c) => IntoIterRepr::One(Some(c)),
+                Repr::Many(v) => IntoIterRepr::Many(v.into_iter()),
+            },
+        }
     }
 }
 
@@ -118,8 +273,9 @@ impl<'a> IntoIterator for &'a Batch {
     type Item = &'a Bytes;
     type IntoIter = std::slice::Iter<'a, Bytes>;
 
+    #[inline]
     fn into_iter(self) -> Self::IntoIter {
-        self.chunks.iter()
+        self.chunks().iter()
     }
 }
 
@@ -130,7 +286,7 @@ impl<'a> IntoIterator for &'a Batch {
 /// Consumed chunks are released as soon as they are passed.
 #[derive(Debug, Default)]
 pub struct BatchBuf {
-    chunks: Vec<Bytes>,
+    chunks: Batch,
     /// Index of the first chunk not fully consumed.
     head: usize,
     /// Bytes left from `head` on.
@@ -138,10 +294,11 @@ pub struct BatchBuf {
 }
 
 impl From<Batch> for BatchBuf {
+    #[inline]
     fn from(batch: Batch) -> Self {
         let remaining = batch.byte_len();
         let mut buf = BatchBuf {
-            chunks: batch.chunks,
+            chunks: batch,
             head: 0,
             remaining,
         };
@@ -151,25 +308,33 @@ impl From<Batch> for BatchBuf {
 }
 
 impl BatchBuf {
+    #[inline]
     fn skip_empty(&mut self) {
-        while self.head < self.chunks.len() && self.chunks[self.head].is_empty() {
+        while self.head < self.chunks.len() && self.chunks.chunks()[self.head].is_empty() {
             self.head += 1;
         }
     }
 }
 
 impl Buf for BatchBuf {
+    #[inline]
     fn remaining(&self) -> usize {
         self.remaining
     }
 
+    #[inline]
     fn chunk(&self) -> &[u8] {
-        self.chunks.get(self.head).map_or(&[], |c| c.as_ref())
+        self.chunks
+            .chunks()
+            .get(self.head)
+            .map_or(&[], |c| c.as_ref())
     }
 
+    #[inline]
     fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
-        for chunk in self.chunks[self.head.min(self.chunks.len())..]
+        let chunks = self.chunks.chunks();
+        for chunk in chunks[self.head.min(chunks.len())..]
             .iter()
             .filter(|c| !c.is_empty())
         {
@@ -182,6 +347,7 @@ impl Buf for BatchBuf {
         n
     }
 
+    #[inline]
     fn advance(&mut self, mut cnt: usize) {
         assert!(
             cnt <= self.remaining,
@@ -190,7 +356,7 @@ impl Buf for BatchBuf {
         );
         self.remaining -= cnt;
         while cnt > 0 {
-            let chunk = &mut self.chunks[self.head];
+            let chunk = &mut self.chunks.chunks_mut()[self.head];
             if cnt < chunk.len() {
                 chunk.advance(cnt);
                 return;
@@ -203,9 +369,10 @@ impl Buf for BatchBuf {
         self.skip_empty();
     }
 
+    #[inline]
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
         // Zero-copy when the request fits in the current chunk.
-        if let Some(chunk) = self.chunks.get_mut(self.head)
+        if let Some(chunk) = self.chunks.chunks_mut().get_mut(self.head)
             && len <= chunk.len()
         {
             let out = chunk.split_to(len);

@@ -51,6 +51,8 @@ pub mod sync_pull;
 pub mod tap;
 
 pub use adapt::{IntoBatch, map_batches};
+/// The owning iterator of a [`Batch`].
+pub use batch::IntoIter as BatchIntoIter;
 pub use batch::{Batch, BatchBuf};
 pub use broadcast::{Broadcast, BroadcastOptions, broadcast};
 pub use coalesce::{Coalesce, coalesce};

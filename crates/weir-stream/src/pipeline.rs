@@ -151,21 +151,27 @@ impl<S, T: Transform> Pipeline<S, T> {
 }
 
 impl<S: Source, T: Transform> Source for Pipeline<S, T> {
+    #[inline]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let mut this = self.project();
-        if let Some(end) = this.life.finished() {
-            return Poll::Ready(end);
-        }
-        if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
+        if !this.life.is_running() {
+            // Off the hot path: the first poll, or a poll after the end.
+            if let Some(end) = this.life.finished() {
+                return Poll::Ready(end);
+            }
+            if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
+                return fail(&mut this, err);
+            }
+            if let Some(token) = this.life.begin() {
+                if let Some(transform) = this.transform.as_mut() {
+                    transform.start(token);
+                }
+                if let Some(source) = this.source.as_mut().as_pin_mut() {
+                    source.start(token);
+                }
+            }
+        } else if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
             return fail(&mut this, err);
-        }
-        if let Some(token) = this.life.begin() {
-            if let Some(transform) = this.transform.as_mut() {
-                transform.start(token);
-            }
-            if let Some(source) = this.source.as_mut().as_pin_mut() {
-                source.start(token);
-            }
         }
         let budget = ready!(this.life.poll_budget(cx));
         let out = run(&mut this, cx);
@@ -200,6 +206,7 @@ impl<S: Source, T: Transform> Source for Pipeline<S, T> {
 }
 
 /// Pulls until one output batch, the end, an error, or `Pending`.
+#[inline]
 fn run<S: Source, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
     cx: &mut Context<'_>,
@@ -260,6 +267,8 @@ fn run<S: Source, T: Transform>(
 
 /// The source ended: keep its trailers, drop it, flush the transform, and
 /// yield `head` followed by the flush output.
+#[cold]
+#[inline(never)]
 fn finish<S: Source, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
     head: Result<Option<Batch>, StreamError>,
@@ -291,6 +300,8 @@ fn finish<S: Source, T: Transform>(
 
 /// The pipeline failed with `err`: fire the token, drop the source, abort
 /// the transform (if it was started), and return `err` unchanged.
+#[cold]
+#[inline(never)]
 fn fail<S, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
     err: StreamError,
@@ -316,7 +327,13 @@ pub(crate) struct Life {
     phase: Phase,
     token: Option<CancelToken>,
     owner: bool,
+    /// Polls so far, for spending the coop budget every `COOP_EVERY` polls.
+    polls: u32,
 }
+
+/// How many polls of a chain's outermost layer spend one unit of tokio's
+/// cooperative budget (PULL-051).
+const COOP_EVERY: u32 = 16;
 
 #[derive(Debug)]
 enum Phase {
@@ -333,6 +350,7 @@ impl Life {
             phase: Phase::Built,
             token: None,
             owner: false,
+            polls: 0,
         }
     }
 
@@ -345,6 +363,7 @@ impl Life {
 
     /// What every poll returns once the layer has ended (`None`) or failed
     /// (the same error, CORE-006); `None` while it is live.
+    #[inline]
     pub(crate) fn finished(&self) -> Option<Option<BatchResult>> {
         match &self.phase {
             Phase::Done => Some(None),
@@ -359,6 +378,7 @@ impl Life {
             phase: Phase::Done,
             token: None,
             owner: false,
+            polls: 0,
         }
     }
 
@@ -384,15 +404,24 @@ impl Life {
         }
     }
 
+    /// Started, and neither ended nor failed: the hot path.
+    #[inline]
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(self.phase, Phase::Running)
+    }
+
     /// Neither ended nor failed.
+    #[inline]
     pub(crate) fn is_live(&self) -> bool {
         matches!(self.phase, Phase::Built | Phase::Running)
     }
 
+    #[inline]
     pub(crate) fn is_done(&self) -> bool {
         matches!(self.phase, Phase::Done)
     }
 
+    #[inline]
     pub(crate) fn finish(&mut self) {
         self.phase = Phase::Done;
     }
@@ -440,11 +469,18 @@ impl Life {
     /// `Pending` (with a wake-up already arranged) when the task has spent
     /// its budget and should yield. Inner layers spend nothing, so a yield
     /// never reaches a layer's idle logic.
-    pub(crate) fn poll_budget(&self, cx: &mut Context<'_>) -> Poll<Option<RestoreOnPending>> {
-        if self.owner {
-            coop::poll_proceed(cx).map(Some)
-        } else {
-            Poll::Ready(None)
+    #[inline]
+    pub(crate) fn poll_budget(&mut self, cx: &mut Context<'_>) -> Poll<Option<RestoreOnPending>> {
+        if !self.owner {
+            return Poll::Ready(None);
         }
+        // The budget lives in a thread-local; touching it on every poll
+        // costs more than a pass-through poll itself. One unit every
+        // `COOP_EVERY` polls still makes an always-ready chain yield.
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % COOP_EVERY != 0 {
+            return Poll::Ready(None);
+        }
+        coop::poll_proceed(cx).map(Some)
     }
 }

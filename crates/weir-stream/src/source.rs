@@ -68,6 +68,7 @@ pub trait Source {
 }
 
 impl<S: Source + Unpin + ?Sized> Source for &mut S {
+    #[inline]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -93,6 +94,7 @@ impl<S: Source + Unpin + ?Sized> Source for &mut S {
 }
 
 impl<S: Source + Unpin + ?Sized> Source for Box<S> {
+    #[inline]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -118,6 +120,7 @@ impl<S: Source + Unpin + ?Sized> Source for Box<S> {
 }
 
 impl<S: Source + ?Sized> Source for Pin<Box<S>> {
+    #[inline]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         self.get_mut().as_mut().poll_next_batch(cx)
     }
@@ -231,6 +234,7 @@ pub struct NextBatch<'a, S: ?Sized> {
 impl<S: Source + Unpin + ?Sized> Future for NextBatch<'_, S> {
     type Output = Option<BatchResult>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut *self.source).poll_next_batch(cx)
     }

@@ -83,6 +83,7 @@ pub trait Transform {
 
 /// The identity: a pipeline with `()` as its transform forwards batches as they are.
 impl Transform for () {
+    #[inline]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         Ok(input)
     }
@@ -128,24 +129,37 @@ pub struct Chain<A, B> {
     second: B,
 }
 
+impl<A: Transform, B: Transform> Chain<A, B> {
+    /// The hot path: one batch through both stages.
+    #[inline]
+    fn pass(&mut self, batch: Batch) -> Result<Option<Batch>, StreamError> {
+        match self.first.transform(Some(batch))? {
+            Some(mid) if !mid.is_empty() => self.second.transform(Some(mid)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Flush `first`, feed its last output to `second`, then flush `second`.
+    #[cold]
+    #[inline(never)]
+    fn flush(&mut self) -> Result<Option<Batch>, StreamError> {
+        let mut out = match non_empty(self.first.transform(None)?) {
+            Some(mid) => self.second.transform(Some(mid))?,
+            None => None,
+        };
+        if let Some(tail) = self.second.transform(None)? {
+            out = Some(concat(out, tail));
+        }
+        Ok(out)
+    }
+}
+
 impl<A: Transform, B: Transform> Transform for Chain<A, B> {
+    #[inline]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match input {
-            Some(batch) => match non_empty(self.first.transform(Some(batch))?) {
-                Some(mid) => self.second.transform(Some(mid)),
-                None => Ok(None),
-            },
-            None => {
-                // Flush `first`, feed its last output to `second`, then flush `second`.
-                let mut out = match non_empty(self.first.transform(None)?) {
-                    Some(mid) => self.second.transform(Some(mid))?,
-                    None => None,
-                };
-                if let Some(tail) = self.second.transform(None)? {
-                    out = Some(concat(out, tail));
-                }
-                Ok(out)
-            }
+            Some(batch) => self.pass(batch),
+            None => self.flush(),
         }
     }
 
@@ -181,6 +195,7 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
 }
 
 /// `batch`, unless it is `None` or holds no chunk (CORE-001).
+#[inline]
 pub(crate) fn non_empty(batch: Option<Batch>) -> Option<Batch> {
     batch.filter(|b| !b.is_empty())
 }

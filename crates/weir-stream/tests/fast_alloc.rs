@@ -19,7 +19,9 @@ impl Prebuilt {
     fn new(n: usize) -> Self {
         Prebuilt(
             (0..n)
-                .map(|_| Batch::one(Bytes::from_static(b"chunk")))
+                // Two chunks, so each batch owns a `Vec` whose identity
+                // the test can follow (one chunk would be held inline).
+                .map(|_| Batch::from(vec![Bytes::from_static(b"chu"), Bytes::from_static(b"nk")]))
                 .collect(),
         )
     }
@@ -46,7 +48,10 @@ impl Source for Allocating {
             return Poll::Ready(None);
         }
         self.0 -= 1;
-        Poll::Ready(Some(Ok(Batch::one(Bytes::from_static(b"chunk")))))
+        Poll::Ready(Some(Ok(Batch::from(vec![
+            Bytes::from_static(b"chu"),
+            Bytes::from_static(b"nk"),
+        ]))))
     }
 }
 
@@ -146,4 +151,29 @@ fn fast_006_at_most_the_sources_vec_per_batch() {
         }
     });
     assert_eq!(info.count_total, N, "one Vec per batch, made by the source");
+}
+
+/// Makes a one-chunk batch per poll.
+struct OneChunk(usize);
+
+impl Source for OneChunk {
+    fn poll_next_batch(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<BatchResult>> {
+        if self.0 == 0 {
+            return Poll::Ready(None);
+        }
+        self.0 -= 1;
+        Poll::Ready(Some(Ok(Batch::one(Bytes::from_static(b"chunk")))))
+    }
+}
+
+#[test]
+fn fast_006_one_chunk_batches_allocate_nothing() {
+    const N: usize = 1000;
+    let mut p = pull(OneChunk(N), ().then(()).then(()));
+    let _ = poll(&mut p);
+    let info = measure(|| while let Poll::Ready(Some(Ok(_))) = poll(&mut p) {});
+    assert_eq!(info.count_total, 0, "{info:?}");
 }
