@@ -11,6 +11,25 @@
 //! (a client socket, say) is the backpressure that reaches the producer
 //! (an upstream socket).
 //!
+//! # Map
+//!
+//! | need | use | catalogue |
+//! |---|---|---|
+//! | a pull chain of sync stages, fused into one poll loop | [`pull`], [`TransformExt::then`], [`Pipeline`] | PULL, FAST |
+//! | a stage that drives its upstream itself, or awaits | [`stateful`] ([`StatefulTransform`], [`AsyncTransform`]) | PULL-020/030/033 |
+//! | the same rules with no async at all | [`pull_sync`] ([`sync_pull`]) | PULL-060 |
+//! | gather small chunks, emit early when the upstream idles | [`coalesce()`](mod@coalesce) | — |
+//! | a producer that writes, with a buffer and a policy | [`push()`](mod@push) ([`Writer`], [`Readable`]) | PUSH |
+//! | one body to several consumers, pulled | [`share()`](mod@share) ([`Share`]), secondary consumers that detach on lag | SHARE |
+//! | one writer to several consumers, pushed | [`broadcast()`](mod@broadcast) ([`Broadcast`]) | BCAST |
+//! | drain into a sink with a sync fast path | [`pipe_to`], [`Sink`] | PIPE |
+//! | collect with a byte limit | [`consume`] (`bytes`, `text`, `array`) | CONS |
+//! | interleave sources as they become ready | [`merge()`](mod@merge) | MERGE |
+//! | look at batches on the way (hash, log, meter) | [`tap()`](mod@tap) | TAP |
+//! | adapt `Stream`, `AsyncRead`, iterators | [`adapt`] | CORE-003/005 |
+//! | policies and high-water marks | [`policy`] ([`Backpressure`]) | PUSH-030..047 |
+//! | abort with a reason | [`CancelToken`] | PUSH-060, PULL-043 |
+//!
 //! The [`body`] module adapts at the HTTP boundary, and only there:
 //! [`body::HttpBodySource`] turns any [`http_body::Body`] into a source, and
 //! [`body::SourceBody`] turns any source (a pipeline, typically) back into a

@@ -34,7 +34,7 @@
 //! (PUSH-053), so a truncated body is never taken for a complete one.
 //!
 //! # Failure delivery (D6)
-//! One rule for push and [`broadcast`](crate::broadcast): when the writer
+//! One rule for push and [`broadcast`](mod@crate::broadcast): when the writer
 //! fails (`fail`, the stream token, or the last writer dropped without end),
 //! the consumer still gets the batches already buffered, then the error
 //! (PUSH-010). Writes still waiting when it fails never enter the buffer and
@@ -702,7 +702,7 @@ impl Shared {
 // Writer
 // ---------------------------------------------------------------------------
 
-/// The producing half of a [`push`] (or [`broadcast`](crate::broadcast)) stream.
+/// The producing half of a [`push`] (or [`broadcast`](mod@crate::broadcast)) stream.
 ///
 /// `Clone`: clones share the stream (see the module docs for how `end` and
 /// `fail` through one clone affect the others). `Send + Sync`; write methods
