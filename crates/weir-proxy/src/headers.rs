@@ -118,7 +118,7 @@ const NOT_IN_TRAILERS: [HeaderName; 16] = [
 ];
 
 /// Removes from `trailers` every field that must not appear there (see
-/// [`NOT_IN_TRAILERS`]), the `X-Forwarded-*` fields, and the obsolete
+/// `NOT_IN_TRAILERS` in this module), the `X-Forwarded-*` fields, and the obsolete
 /// `Keep-Alive` and `Proxy-Connection`.
 pub fn sanitize_trailers(trailers: &mut HeaderMap) {
     for name in &NOT_IN_TRAILERS {
