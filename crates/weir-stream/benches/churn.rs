@@ -1,9 +1,7 @@
-//! B12, construction churn (criterion): build + drop, and build + drain one
-//! chunk, of 10,240 one-transform pipelines per iteration. Throughput is in
+//! B12, construction churn (criterion): 10,240 constructions per iteration
+//! of one-transform pipelines, push pairs and two-consumer shares, built and
+//! dropped, or built and used for one 1 KiB chunk. Throughput is in
 //! constructions/s; allocations per construction are in `memory.rs`.
-//!
-//! TODO(B12): push pairs and two-consumer shares go in `cases::b12` once
-//! push.rs/share.rs land; nothing to change here.
 
 mod common;
 

@@ -1,7 +1,6 @@
-//! Scenarios of the modules still being written (criterion): B02 consumers,
-//! B03 push, B06 pipe_to, B07 share/broadcast, B09 merge. Each scenario
-//! function in `common/cases.rs` returns no case yet; filling one in is
-//! all it takes to run it here and in `paired.rs`.
+//! The scenarios beyond the pull pipeline (criterion): B02 consumers, B03
+//! push, B06 `pipe_to`, B07 share/broadcast, B09 merge. The cases are
+//! written once in `common/cases/`; `paired.rs` runs the same ones.
 
 mod common;
 

@@ -8,7 +8,8 @@
 //!
 //! `cargo bench -p weir-stream --bench paired [-- FILTER...]`. Environment:
 //! `WEIR_PAIRED_ROUNDS` (default 9), `WEIR_PAIRED_MS` (time per contender
-//! per round, default 30), `WEIR_BENCH_DESC` (free text for the JSON).
+//! per round, default 30), `WEIR_BENCH_DESC` (free text for the JSON),
+//! `WEIR_CONTENDERS` (comma-separated name substrings: run only those).
 //! Prints a markdown table and writes `target/weir-bench/paired.json`.
 //! Under `cargo test --benches` it runs every contender once (smoke check).
 
@@ -26,7 +27,7 @@ fn env_num(name: &str, default: usize) -> usize {
 }
 
 fn main() {
-    let selected = harness::select(cases::all(), &harness::filters());
+    let selected = harness::select_contenders(harness::select(cases::all(), &harness::filters()));
     if std::env::args().any(|a| a == "--list") {
         for c in &selected {
             println!("{}: benchmark", c.id);

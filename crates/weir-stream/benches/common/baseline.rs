@@ -128,7 +128,7 @@ pub async fn b_chain_from<K: Sink>(
     ops: &[Op],
     cap: usize,
 ) -> Tally {
-    let (tx, mut rx) = mpsc::channel::<Bytes>(cap);
+    let (tx, rx) = mpsc::channel::<Bytes>(cap);
     tokio::spawn(async move {
         for c in chunks {
             if tx.send(make(c)).await.is_err() {
@@ -136,6 +136,18 @@ pub async fn b_chain_from<K: Sink>(
             }
         }
     });
+    let rx = spawn_stages(rx, ops, cap);
+    let sink = tokio::spawn(mpsc_sink::<K>(rx));
+    sink.await.expect("baseline (b) sink task panicked")
+}
+
+/// One task per op, each reading the channel before it and writing a new
+/// one of capacity `cap`; returns the last channel.
+pub fn spawn_stages(
+    mut rx: mpsc::Receiver<Bytes>,
+    ops: &[Op],
+    cap: usize,
+) -> mpsc::Receiver<Bytes> {
     for &op in ops {
         let (tx, next_rx) = mpsc::channel::<Bytes>(cap);
         let mut stage_rx = std::mem::replace(&mut rx, next_rx);
@@ -158,13 +170,50 @@ pub async fn b_chain_from<K: Sink>(
             }
         });
     }
+    rx
+}
+
+/// One channel of capacity `cap` whose messages are `Vec`s of up to
+/// `per_msg` chunks (the batched form of (b): the push `writev` baseline).
+pub async fn b_vec<K: Sink>(chunks: Vec<Bytes>, per_msg: usize, cap: usize) -> Tally {
+    let (tx, mut rx) = mpsc::channel::<Vec<Bytes>>(cap);
+    tokio::spawn(async move {
+        let mut it = chunks.into_iter();
+        loop {
+            let msg: Vec<Bytes> = it.by_ref().take(per_msg).collect();
+            if msg.is_empty() || tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    });
     let sink = tokio::spawn(async move {
         let mut t = Tally::default();
-        while let Some(c) = rx.recv().await {
-            t.add::<K>(&c);
+        while let Some(msg) = rx.recv().await {
+            for c in msg {
+                t.add::<K>(&c);
+            }
         }
         t
     });
+    sink.await.expect("baseline (b) sink task panicked")
+}
+
+/// Fan-in: one task per part, all sending into one channel of capacity
+/// `cap`; a sink task drains it (the channel form of a merge, B09).
+pub async fn b_fanin<K: Sink>(parts: Vec<Vec<Bytes>>, cap: usize) -> Tally {
+    let (tx, rx) = mpsc::channel::<Bytes>(cap);
+    for part in parts {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            for c in part {
+                if tx.send(c).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let sink = tokio::spawn(mpsc_sink::<K>(rx));
     sink.await.expect("baseline (b) sink task panicked")
 }
 
@@ -189,6 +238,79 @@ pub async fn b_fanout<K: Sink>(chunks: Vec<Bytes>, cap: usize) -> [Tally; 2] {
         s1.await.expect("fan-out sink 1 panicked"),
         s2.await.expect("fan-out sink 2 panicked"),
     ]
+}
+
+/// Fan-out with a chain of stage tasks on each branch: source task → two
+/// channels → `ops[i]` stage tasks → sink task `i`. Returns both tallies.
+pub async fn b_fanout_ops<K: Sink>(chunks: Vec<Bytes>, cap: usize, ops: [&[Op]; 2]) -> [Tally; 2] {
+    let (tx1, rx1) = mpsc::channel::<Bytes>(cap);
+    let (tx2, rx2) = mpsc::channel::<Bytes>(cap);
+    tokio::spawn(async move {
+        for c in chunks {
+            let r1 = tx1.send(c.clone()).await;
+            let r2 = tx2.send(c).await;
+            if r1.is_err() && r2.is_err() {
+                return;
+            }
+        }
+    });
+    let s1 = tokio::spawn(mpsc_sink::<K>(spawn_stages(rx1, ops[0], cap)));
+    let s2 = tokio::spawn(mpsc_sink::<K>(spawn_stages(rx2, ops[1], cap)));
+    [
+        s1.await.expect("fan-out sink 1 panicked"),
+        s2.await.expect("fan-out sink 2 panicked"),
+    ]
+}
+
+/// Sequential fan-out: a source task sends every chunk into two unbounded
+/// channels (nothing else lets one reader finish before the other starts);
+/// one sink task drains the first, then the second.
+pub async fn b_fanout_seq<K: Sink>(chunks: Vec<Bytes>) -> [Tally; 2] {
+    let (tx1, rx1) = mpsc::unbounded_channel::<Bytes>();
+    let (tx2, rx2) = mpsc::unbounded_channel::<Bytes>();
+    tokio::spawn(async move {
+        for c in chunks {
+            let r1 = tx1.send(c.clone());
+            let r2 = tx2.send(c);
+            if r1.is_err() && r2.is_err() {
+                return;
+            }
+        }
+    });
+    let sink = tokio::spawn(async move {
+        let mut out = [Tally::default(); 2];
+        for (t, mut rx) in out.iter_mut().zip([rx1, rx2]) {
+            while let Some(c) = rx.recv().await {
+                t.add::<K>(&c);
+            }
+        }
+        out
+    });
+    sink.await.expect("sequential fan-out sink panicked")
+}
+
+/// Sequential `tokio::sync::broadcast`: capacity `cap` (at least the chunk
+/// count, so nothing lags); one sink task drains the first receiver, then
+/// the second.
+pub async fn b_broadcast_seq<K: Sink>(chunks: Vec<Bytes>, cap: usize) -> [Tally; 2] {
+    let (tx, rx1) = broadcast::channel::<Bytes>(cap);
+    let rx2 = tx.subscribe();
+    let sink = tokio::spawn(async move {
+        let t1 = broadcast_sink::<K>(rx1).await;
+        let t2 = broadcast_sink::<K>(rx2).await;
+        [t1, t2]
+    });
+    tokio::spawn(async move {
+        for c in chunks {
+            while tx.len() >= cap {
+                tokio::task::yield_now().await;
+            }
+            if tx.send(c).is_err() {
+                return;
+            }
+        }
+    });
+    sink.await.expect("sequential broadcast sink panicked")
 }
 
 async fn mpsc_sink<K: Sink>(mut rx: mpsc::Receiver<Bytes>) -> Tally {

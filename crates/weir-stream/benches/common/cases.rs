@@ -3,6 +3,15 @@
 //! line up. Contender names: `pull/b1` and `pull/b128` are the core's pull
 //! pipeline fed 1 or 128 chunks per batch; `a/*`, `b/mpsc1`, `b/mpsc16`,
 //! `c1/*`, `c2/*`, `c3/*` are the baselines of `baseline.rs`.
+//!
+//! The pull scenarios live here; the others, one file each, in `cases/`.
+
+pub mod churn;
+mod consume;
+mod merge;
+mod multi;
+mod pipe;
+mod push;
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -10,20 +19,31 @@ use std::future::Future;
 use bytes::Bytes;
 use futures_core::Stream;
 use futures_util::{StreamExt, stream};
-use weir_stream::{Batch, Transform, TransformExt, from_iter, once, pull, transform_fn};
+use weir_stream::stateful::async_fn;
+use weir_stream::{
+    Batch, SourceExt, Transform, TransformExt, coalesce, from_iter, pull, pull_sync, transform_fn,
+};
+
+pub use churn::b12;
+pub use consume::b02;
+pub use merge::b09;
+pub use multi::b07;
+pub use pipe::b06_pipe_to;
+pub use push::b03;
 
 use super::baseline::{
     CoalesceStream, Split2Stream, a_drain, b_chain, b_chain_from, c1_drain, c1_iter, c2_copy,
     c3_coalesce, c3_xor,
 };
-use super::check::{Count, Digest, Sink, Tally};
-use super::drive::pull_drain;
+use super::check::{Count, Digest, Flow, Sink, Tally};
+use super::drive::{pull_drain, pull_sync_drain};
 use super::harness::Case;
 use super::input::{Input, shape};
 use super::rt;
-use super::source::{ChunkSource, chunks};
+use super::source::{ChunkSource, batches, chunks};
 use super::stages::{
-    COALESCE, Coalesce, Identity, KEY, KEYS, Op, Split2, Xor, own, reference, xor, xor_batch,
+    COALESCE, Coalesce, Identity, JsonSha, KEY, KEYS, Op, Split2, Xor, XorGen, json_sha, own,
+    reference, xor, xor_batch,
 };
 
 // ---- the lists the bench binaries run ----
@@ -36,7 +56,8 @@ pub fn pull_scenarios() -> Vec<Case> {
         .collect()
 }
 
-/// The scenarios of modules still being written (`benches/model.rs`).
+/// The scenarios beyond the pull pipeline (`benches/model.rs`): consumers,
+/// push, `pipe_to`, share/broadcast, merge.
 pub fn model_scenarios() -> Vec<Case> {
     [b02(), b03(), b06_pipe_to(), b07(), b09()]
         .into_iter()
@@ -86,6 +107,23 @@ where
     })
     .core(&format!("{prefix}/b128"), move |v| {
         on_current(pull_drain::<K, _>(pull(chunks(v, 128), make())))
+    })
+}
+
+/// Adds `pull_sync/b1` and `pull_sync/b128`: `pull_sync(batches, make())`
+/// iterated on the bench thread, no runtime.
+pub fn with_pull_sync<K, T, F>(case: Case, prefix: &str, make: F) -> Case
+where
+    K: Sink,
+    T: Transform + Unpin + 'static,
+    F: Fn() -> T + Clone + 'static,
+{
+    let m1 = make.clone();
+    case.core(&format!("{prefix}/b1"), move |v| {
+        pull_sync_drain::<K, _>(pull_sync(batches(v, 1), m1()))
+    })
+    .core(&format!("{prefix}/b128"), move |v| {
+        pull_sync_drain::<K, _>(pull_sync(batches(v, 128), make()))
     })
 }
 
@@ -163,9 +201,8 @@ pub fn boxed_chain(depth: usize) -> Box<dyn Transform> {
 
 /// B01: raw throughput, source → counting loop, no transform.
 /// pull (`()` transform, batch 1 and 128, and the core's `from_iter`) vs
-/// (a), (b), (c1), (c2).
-// TODO(B01, pull_sync/consume): add `pull_sync/b1`, `pull_sync/b128`, and the
-// `bytes()` consumer as a second sink (vs c2) once sync_pull/consume land.
+/// (a), (b), (c1), (c2); `pull_sync` (the same chain as an iterator).
+/// `bytes()` against (c2) is B02.
 pub fn b01() -> Vec<Case> {
     let shapes = [
         (64 << 10, 500),
@@ -193,6 +230,7 @@ pub fn b01() -> Vec<Case> {
             case = case.core("pull/from_iter", |v| {
                 on_current(pull_drain::<Count, _>(pull(from_iter(v), ())))
             });
+            case = with_pull_sync::<Count, _, _>(case, "pull_sync", || ());
             case = with_a::<Count, _, _>(case, stream::iter);
             case = with_b::<Count>(case, &[]);
             with_c2(with_c1(case))
@@ -203,10 +241,8 @@ pub fn b01() -> Vec<Case> {
 // ---- B04: transforms ----
 
 /// B04: identity 8K×1000, XOR 8K×500, expand 1:2 4K×500, 3 chained
-/// (nested pipelines) 8K×500, stateless XOR (a closure) 4K×500.
-// TODO(B04, stateful): add `stateful XOR 4K×500` next to the stateless case
-// once `weir_stream::stateful` lands; and `async transform 8K×300` once the
-// async-stage adapter (adapt.rs) exists.
+/// (nested pipelines) 8K×500, stateless XOR (a closure) vs stateful XOR
+/// (a `StatefulTransform`) 4K×500, async identity transform 8K×300.
 pub fn b04() -> Vec<Case> {
     let mut cases = Vec::new();
 
@@ -273,10 +309,11 @@ pub fn b04() -> Vec<Case> {
     case = with_b::<Count>(case, &[Op::Id, Op::Id, Op::Id]);
     cases.push(with_c1(case));
 
-    // A plain closure stage (stateless), as a user would write one.
+    // A plain closure stage (stateless), as a user would write one, next
+    // to the same XOR as a stateful transform driving its own loop.
     let input = Input::shared(4 << 10, 500);
     let mut case = Case::new(
-        format!("B04/xor_stateless_fn/{}", shape(4 << 10, 500)),
+        format!("B04/xor_stateless_stateful/{}", shape(4 << 10, 500)),
         input.clone(),
         expect::<Digest>(&input, &[Op::Xor(KEY)]),
         false,
@@ -284,9 +321,35 @@ pub fn b04() -> Vec<Case> {
     case = with_pull::<Digest, _, _>(case, "pull", || {
         transform_fn(|b: Option<Batch>| Ok(b.map(|b| xor_batch(b, KEY))))
     });
+    for n in [1usize, 128] {
+        case = case.core(&format!("pull_stateful/b{n}"), move |v| {
+            on_current(pull_drain::<Digest, _>(chunks(v, n).stateful(XorGen(KEY))))
+        });
+    }
     case = with_a::<Digest, _, _>(case, |v| stream::iter(v).map(|c| xor(c, KEY)));
     case = with_b::<Digest>(case, &[Op::Xor(KEY)]);
     cases.push(with_c3_xor(case, &[KEY]));
+
+    // An async transform that awaits nothing: the cost of the async stage
+    // (one future per batch, held in place) on top of a pass-through.
+    let input = Input::shared(8 << 10, 300);
+    let mut case = Case::new(
+        format!("B04/async_identity/{}", shape(8 << 10, 300)),
+        input.clone(),
+        expect::<Count>(&input, &[Op::Id]),
+        true,
+    );
+    for n in [1usize, 128] {
+        case = case.core(&format!("pull_async/b{n}"), move |v| {
+            let stage = chunks(v, n).then_async(async_fn(|b: Option<Batch>| async move { Ok(b) }));
+            on_current(pull_drain::<Count, _>(Box::pin(stage)))
+        });
+    }
+    case = with_a::<Count, _, _>(case, |v| {
+        Box::pin(stream::iter(v).then(|c| async move { c }))
+    });
+    case = with_b::<Count>(case, &[Op::Id]);
+    cases.push(with_c1(case));
 
     cases
 }
@@ -340,8 +403,8 @@ pub fn b05() -> Vec<Case> {
 // ---- B06: pipelines (pull part) ----
 
 /// B06, pull part: simple 8K×1000 (no stage), +XOR 8K×1000, 3-stage fused
-/// 8K×500, high-frequency 64B×20000 through one stage.
-// TODO(B06, pipe_to): see `b06_pipe_to`.
+/// 8K×500, high-frequency 64B×20000 through one stage. `pipe_to` is in
+/// `cases/pipe.rs`.
 pub fn b06() -> Vec<Case> {
     let mut cases = Vec::new();
 
@@ -398,10 +461,8 @@ pub fn b06() -> Vec<Case> {
 
 // ---- B08: sync vs async (async part) ----
 
-/// B08, async pull only: 8K×1000, 4K×1000 + 1 XOR, 4K×500 + 3 XOR,
-/// 256B×10000, 64B×20000, 10B×50000; pull vs (a).
-// TODO(B08, pull_sync): add `pull_sync/b1` and `pull_sync/b128` to every case
-// here (the point of B08 is pull_sync vs pull vs a).
+/// B08, sync vs async: 8K×1000, 4K×1000 + 1 XOR, 4K×500 + 3 XOR,
+/// 256B×10000, 64B×20000, 10B×50000; pull_sync vs pull vs (a).
 pub fn b08() -> Vec<Case> {
     let mut cases = Vec::new();
     for (size, count) in [(8 << 10, 1000), (256, 10_000), (64, 20_000), (10, 50_000)] {
@@ -413,6 +474,7 @@ pub fn b08() -> Vec<Case> {
             true,
         );
         case = with_pull::<Count, _, _>(case, "pull", || ());
+        case = with_pull_sync::<Count, _, _>(case, "pull_sync", || ());
         cases.push(with_a::<Count, _, _>(case, stream::iter));
     }
 
@@ -424,6 +486,7 @@ pub fn b08() -> Vec<Case> {
         false,
     );
     case = with_pull::<Digest, _, _>(case, "pull", || Xor(KEYS[0]));
+    case = with_pull_sync::<Digest, _, _>(case, "pull_sync", || Xor(KEYS[0]));
     cases.push(with_a::<Digest, _, _>(case, |v| {
         stream::iter(v).map(|c| xor(c, KEYS[0]))
     }));
@@ -439,6 +502,9 @@ pub fn b08() -> Vec<Case> {
     case = with_pull::<Digest, _, _>(case, "pull", || {
         Xor(KEYS[0]).then(Xor(KEYS[1])).then(Xor(KEYS[2]))
     });
+    case = with_pull_sync::<Digest, _, _>(case, "pull_sync", || {
+        Xor(KEYS[0]).then(Xor(KEYS[1])).then(Xor(KEYS[2]))
+    });
     cases.push(with_a::<Digest, _, _>(case, |v| {
         stream::iter(v)
             .map(|c| xor(c, KEYS[0]))
@@ -452,13 +518,11 @@ pub fn b08() -> Vec<Case> {
 // ---- B11: proxy shapes ----
 
 /// B11: response forward (owned 1–64 KiB chunks → identity → counting sink,
-/// 20 MiB), and accumulation of owned ≤16 KiB chunks into 64 KiB (a
-/// hand-written coalescing stage, 20 MiB).
-// TODO(B11, coalesce): add `pull_coalesce/b1`, `pull_coalesce/b128` with
-// `weir_stream::coalesce` next to the hand-written `Coalesce` once it lands.
-// TODO(B11): gzip round trip 10 MiB (flate2) and JSON+SHA-256 per chunk
-// (serde_json, sha2) vs c3, and the slow sink (1 ms/write, 10 MiB, memory
-// bound) with pipe_to; each needs its dev-dependency or module first.
+/// 20 MiB); accumulation of owned ≤16 KiB chunks into 64 KiB (a
+/// hand-written coalescing stage and the core's `coalesce`, 20 MiB); JSON
+/// parse + serialise + SHA-256 per 1 KiB chunk (4 MiB). The slow sink
+/// (1 ms per write, a memory bound, not a speed) is in `memory.rs`; gzip is
+/// not measured (it would need `flate2`, not in this workspace).
 pub fn b11() -> Vec<Case> {
     let mut cases = Vec::new();
     let total = 20 << 20;
@@ -491,27 +555,57 @@ pub fn b11() -> Vec<Case> {
         }),
     );
 
+    // The hand-written stage cuts exact 64 KiB chunks, the core's keeps
+    // input chunks whole (each output chunk ≤ 64 KiB): `Flow` checks bytes,
+    // sum and XOR, not boundaries.
     let input = Input::mixed(1 << 10, 16 << 10, total);
     let ops = [Op::Coalesce(COALESCE)];
     let case = Case::new(
         "B11/accumulate_1K-16K_to_64K/20MiB",
         input.clone(),
+        expect::<Flow>(&input, &ops),
+        false,
+    );
+    let mut case = owned_contenders::<Flow, _, _>(
+        case,
+        || Coalesce::new(COALESCE),
+        &ops,
+        |v| CoalesceStream::new(stream::iter(v.into_iter().map(own)), COALESCE),
+    );
+    for n in [1usize, 128] {
+        case = case.core(&format!("pull_coalesce/b{n}"), move |v| {
+            let src = ChunkSource::new(v.into_iter().map(own as fn(Bytes) -> Bytes), n);
+            on_current(pull_drain::<Flow, _>(pull(
+                src,
+                coalesce(COALESCE, COALESCE),
+            )))
+        });
+    }
+    // The ceiling: one copy, straight from the slices into 64 KiB buffers.
+    let scratch = RefCell::new(Vec::new());
+    cases.push(case.baseline_ref("c3/coalesce", move |v| {
+        c3_coalesce::<Flow>(v, COALESCE, &mut scratch.borrow_mut())
+    }));
+
+    // CPU-bound: every chunk parsed, serialised and hashed.
+    let input = Input::json(1 << 10, 4096);
+    let ops = [Op::JsonSha];
+    let mut case = Case::new(
+        format!("B11/json_sha256/{}", shape(1 << 10, 4096)),
+        input.clone(),
         expect::<Digest>(&input, &ops),
         false,
     );
-    let scratch = RefCell::new(Vec::new());
-    cases.push(
-        owned_contenders::<Digest, _, _>(
-            case,
-            || Coalesce::new(COALESCE),
-            &ops,
-            |v| CoalesceStream::new(stream::iter(v.into_iter().map(own)), COALESCE),
-        )
-        // The ceiling: one copy, straight from the slices into 64 KiB buffers.
-        .baseline_ref("c3/coalesce", move |v| {
-            c3_coalesce::<Digest>(v, COALESCE, &mut scratch.borrow_mut())
-        }),
-    );
+    case = with_pull::<Digest, _, _>(case, "pull", || JsonSha);
+    case = with_a::<Digest, _, _>(case, |v| stream::iter(v).map(|c| json_sha(&c)));
+    case = with_b::<Digest>(case, &ops);
+    cases.push(case.baseline_ref("c3/json_sha", |v| {
+        let mut t = Tally::default();
+        for c in v {
+            t.add::<Digest>(&json_sha(c));
+        }
+        t
+    }));
 
     cases
 }
@@ -544,148 +638,4 @@ where
         });
     }
     case
-}
-
-// ---- B12: construction churn ----
-
-/// Constructions per iteration: 10 MiB / 1 KiB (fast-webstreams).
-pub const CHURN: usize = 10_240;
-
-/// B12, pull part: 10,240 one-transform pipelines per iteration, built and
-/// dropped unpolled, or built and drained of one 1 KiB chunk.
-// TODO(B12, push/share): add "build + drop 10,240 push pairs" and
-// "10,240 two-consumer shares" cases (vs `mpsc::channel` and
-// `broadcast::channel` construction) once push/share land; allocation counts
-// per construction go in `benches/memory.rs`.
-pub fn b12() -> Vec<Case> {
-    let mut cases = Vec::new();
-    let input = Input::shared(1 << 10, 1);
-
-    let t = Tally {
-        chunks: CHURN as u64,
-        ..Tally::default()
-    };
-    let case = Case::new("B12/pipeline_build_drop/1K", input.clone(), t, true)
-        .constructions(CHURN as u64)
-        .core("pull", |v| {
-            let chunk = v[0].clone();
-            let mut t = Tally::default();
-            for _ in 0..CHURN {
-                let p = pull(once(chunk.clone()), Identity);
-                std::hint::black_box(&p);
-                drop(p);
-                t.chunks += 1;
-            }
-            t
-        })
-        .baseline("a/futures", |v| {
-            let chunk = v[0].clone();
-            let mut t = Tally::default();
-            for _ in 0..CHURN {
-                let s = stream::once(std::future::ready(chunk.clone())).map(ident);
-                std::hint::black_box(&s);
-                drop(s);
-                t.chunks += 1;
-            }
-            t
-        });
-    cases.push(case);
-
-    let t = Tally {
-        chunks: CHURN as u64,
-        bytes: (CHURN * 1024) as u64,
-        ..Tally::default()
-    };
-    let mut case = Case::new("B12/pipeline_build_drain/1K", input, t, true)
-        .constructions(CHURN as u64)
-        .core("pull", |v| {
-            let chunk = v[0].clone();
-            on_current(async move {
-                let mut t = Tally::default();
-                for _ in 0..CHURN {
-                    let one = pull_drain::<Count, _>(pull(once(chunk.clone()), Identity)).await;
-                    t.bytes += one.bytes;
-                    t.chunks += one.chunks;
-                }
-                t
-            })
-        })
-        .baseline("a/futures", |v| {
-            let chunk = v[0].clone();
-            on_current(async move {
-                let mut t = Tally::default();
-                for _ in 0..CHURN {
-                    let s = stream::once(std::future::ready(chunk.clone())).map(ident);
-                    let one = a_drain::<Count, _>(s).await;
-                    t.bytes += one.bytes;
-                    t.chunks += one.chunks;
-                }
-                t
-            })
-        })
-        .baseline("b/mpsc1", |v| {
-            let chunk = v[0].clone();
-            on_multi(async move {
-                let mut t = Tally::default();
-                for _ in 0..CHURN {
-                    let one = b_chain::<Count>(vec![chunk.clone()], &[Op::Id], 1).await;
-                    t.bytes += one.bytes;
-                    t.chunks += one.chunks;
-                }
-                t
-            })
-        });
-    // Baseline (b) spawns three tasks per construction: ~30 µs each.
-    case.slow = true;
-    cases.push(case);
-    cases
-}
-
-// ---- Scenarios waiting for modules being written elsewhere ----
-//
-// Each returns no case yet; `benches/model.rs` already registers them, so a
-// scenario lands by filling in its function (and `paired.rs` picks it up).
-
-/// TODO(B02, consume.rs): consumption. `bytes()` 16K×500 (vs c2, target
-/// within 1.2×; one-chunk input = 0 copies); `text()` over 1K chunks of valid
-/// UTF-8; the iteration consumer 8K×1000 (vs a's fold); `bytes(limit)` at 50 %
-/// (must fail with `LimitExceeded`, check that, not the tally) and 100 % of
-/// the size. Contenders: `consume/b1`, `consume/b128` vs `a/fold`, `c2/memcpy`.
-pub fn b02() -> Vec<Case> {
-    Vec::new()
-}
-
-/// TODO(B03, push.rs): push. Concurrent writer/reader tasks on
-/// `rt::multi()`: 4K×1000 hwm 100; 64B×10000 hwm 1000; writev 512B×20×200
-/// hwm 50 (`write_batch`); push + iteration 2K×1000; `try_write`+`ready()`
-/// vs `write().await`, 1000×4K. Baseline: one `mpsc(hwm)` (`b_chain` with no
-/// op and `cap = hwm`). Targets: ≥1.5× over mpsc, ≤120 ns per chunk.
-pub fn b03() -> Vec<Case> {
-    Vec::new()
-}
-
-/// TODO(B06 pipe_to, pipe.rs): `pipe_to` 1000×4K into a sync-capable sink
-/// (`try_write_batch`) vs an async-only sink; vs (a) (`forward` into a
-/// `Sink`-like loop) and (b). Target: sync sink ≥3× the async-only one.
-pub fn b06_pipe_to() -> Vec<Case> {
-    Vec::new()
-}
-
-/// TODO(B07, share.rs / broadcast.rs): multi-consumer. share, 2 readers
-/// 4K×500 hwm 100; share + a per-branch XOR; 256B×5000 hwm 500; broadcast
-/// 2 consumers hwm 1000; concurrent vs sequential drain (20 MiB); policy
-/// compare on broadcast 4K×500. Baselines ready: `baseline::b_fanout`
-/// (a task feeding two mpsc) and `baseline::b_broadcast`; each returns two
-/// tallies, check both against `expect`. Tally of a case = both readers
-/// summed (bytes ×2).
-pub fn b07() -> Vec<Case> {
-    Vec::new()
-}
-
-/// TODO(B09, merge.rs): merge 2×(4K×250) and 4×(4K×125), with sources that
-/// yield on a timer (needs a runtime with `enable_time`; add `rt::timed()`),
-/// vs `futures_util::stream::select_all`. Merged order differs: check with
-/// `Count`/`Digest` (order-independent).
-pub fn b09() -> Vec<Case> {
-    Vec::new()
 }

@@ -23,6 +23,16 @@ impl Tally {
         K::add(self, chunk);
     }
 
+    /// The field-wise sum of two tallies (two consumers of one stream).
+    pub fn plus(self, other: Tally) -> Tally {
+        Tally {
+            bytes: self.bytes + other.bytes,
+            chunks: self.chunks + other.chunks,
+            sum: self.sum.wrapping_add(other.sum),
+            xor: self.xor ^ other.xor,
+        }
+    }
+
     /// Panics unless `self` equals `expect`.
     #[track_caller]
     pub fn check(&self, expect: &Tally, what: &str) {
@@ -101,4 +111,41 @@ pub fn digest_xor(data: &[u8], key: u8) -> (u64, u8) {
         sum += u64::from(s);
     }
     (sum, xor)
+}
+
+/// Like [`Digest`] but blind to chunk boundaries: counts no chunks. For
+/// stages whose output chunking is theirs to choose (the core `coalesce`
+/// and a hand-written coalescer emit different chunk sizes).
+#[derive(Clone, Copy, Debug)]
+pub struct Flow;
+
+impl Sink for Flow {
+    #[inline]
+    fn add(t: &mut Tally, chunk: &[u8]) {
+        let (sum, xor) = digest(chunk);
+        t.bytes += chunk.len() as u64;
+        t.sum = t.sum.wrapping_add(sum);
+        t.xor ^= xor;
+    }
+}
+
+/// Stride of [`Whole`]'s sample: a prime, so it drifts across chunk sizes.
+const SAMPLE: usize = 251;
+
+/// For collecting consumers (`bytes()`, `text()`): one call per collected
+/// buffer; counts its bytes and sums every 251st byte, by position. Cheap
+/// next to the copy it checks, and it fails if bytes are lost, duplicated
+/// or misplaced.
+#[derive(Clone, Copy, Debug)]
+pub struct Whole;
+
+impl Sink for Whole {
+    #[inline]
+    fn add(t: &mut Tally, buf: &[u8]) {
+        t.bytes += buf.len() as u64;
+        t.chunks += 1;
+        t.sum = t
+            .sum
+            .wrapping_add(buf.iter().step_by(SAMPLE).map(|&b| u64::from(b)).sum());
+    }
 }

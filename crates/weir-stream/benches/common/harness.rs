@@ -213,6 +213,22 @@ pub fn select(cases: Vec<Case>, filters: &[String]) -> Vec<Case> {
         .collect()
 }
 
+/// Keeps, in every case, only the contenders whose name contains one of
+/// the comma-separated substrings of `WEIR_CONTENDERS` (all when unset):
+/// for looking at one contender alone (`perf stat`, say).
+pub fn select_contenders(mut cases: Vec<Case>) -> Vec<Case> {
+    let Ok(wanted) = std::env::var("WEIR_CONTENDERS") else {
+        return cases;
+    };
+    let wanted: Vec<&str> = wanted.split(',').filter(|w| !w.is_empty()).collect();
+    for case in &mut cases {
+        case.contenders
+            .retain(|ct| wanted.iter().any(|w| ct.name.contains(w)));
+    }
+    cases.retain(|c| !c.contenders.is_empty());
+    cases
+}
+
 /// One contender's paired result.
 #[derive(Clone, Debug)]
 pub struct Measured {
@@ -342,14 +358,21 @@ pub fn smoke(cases: &[Case]) {
 }
 
 /// The baseline columns of [`markdown`]: a name ending in `/` is a prefix.
-const COLS: [&str; 7] = [
-    "a/", "b/mpsc1", "b/mpsc16", "c1/iter", "c1/drain", "c2/", "c3/",
+const COLS: [&str; 8] = [
+    "a/",
+    "b/mpsc1",
+    "b/mpsc16",
+    "c1/iter",
+    "c1/drain",
+    "c2/memcpy",
+    "c2/fresh",
+    "c3/",
 ];
 
 /// The baseline column a contender name belongs to.
 fn column(name: &str) -> Option<usize> {
     COLS.iter().position(|p| {
-        if p.ends_with('/') {
+        if p.starts_with("c2/") || p.ends_with('/') {
             name.starts_with(p)
         } else {
             name == *p
@@ -362,9 +385,9 @@ fn column(name: &str) -> Option<usize> {
 pub fn markdown(results: &[PairedCase]) -> String {
     let mut s = String::new();
     s.push_str(
-        "| case | core | ns/unit | MB/s | vs a | vs b cap1 | vs b cap16 | vs c1 iter | vs c1 drain | vs c2 | vs c3 |\n",
+        "| case | core | ns/unit | MB/s | vs a | vs b cap1 | vs b cap16 | vs c1 iter | vs c1 drain | vs c2 | vs c2 fresh | vs c3 |\n",
     );
-    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in results {
         for (i, row) in &r.speedup {
             let m = &r.measured[*i];

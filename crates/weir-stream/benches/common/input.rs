@@ -87,6 +87,62 @@ impl Input {
         Input(v)
     }
 
+    /// `count` chunks of `size` bytes of valid UTF-8 text, mixing 1- to
+    /// 4-byte characters, cut at fixed byte offsets so that characters
+    /// straddle chunk boundaries (B02 `text()`). Zero-copy slices of one
+    /// buffer.
+    pub fn utf8(size: usize, count: usize) -> Input {
+        const PHRASE: &str = "Weir streams bytes: données, naïve café, 日本語の文, €5, 🦀 ok. ";
+        let total = size * count;
+        let mut text = String::with_capacity(total + PHRASE.len());
+        while text.len() + PHRASE.len() <= total {
+            text.push_str(PHRASE);
+        }
+        while text.len() < total {
+            text.push('.');
+        }
+        let all = Bytes::from(text);
+        Input(
+            (0..count)
+                .map(|i| all.slice(i * size..(i + 1) * size))
+                .collect(),
+        )
+    }
+
+    /// `count` chunks, each one JSON document of about `size` bytes
+    /// (B11 "JSON + SHA-256 per chunk"). Zero-copy slices of one buffer.
+    pub fn json(size: usize, count: usize) -> Input {
+        let mut all = Vec::new();
+        let mut ends = Vec::with_capacity(count);
+        for i in 0..count {
+            let start = all.len();
+            all.extend_from_slice(
+                format!(
+                    "{{\"id\":{i},\"name\":\"item-{i}\",\"ok\":{},\"price\":{}.{:02},\"tags\":[\"a\",\"b{}\"],\"values\":[",
+                    i % 3 == 0,
+                    i % 997,
+                    i % 100,
+                    i % 7
+                )
+                .as_bytes(),
+            );
+            let mut k = 0u64;
+            // Numbers until the document is `size` bytes long, give or take one entry.
+            while all.len() - start + 40 < size {
+                if k > 0 {
+                    all.push(b',');
+                }
+                let v = (i as u64 * 31 + k * 17) % 100_003;
+                all.extend_from_slice(v.to_string().as_bytes());
+                k += 1;
+            }
+            all.extend_from_slice(format!("],\"note\":\"chunk {i} of {count}\"}}").as_bytes());
+            ends.push((start, all.len()));
+        }
+        let all = Bytes::from(all);
+        Input(ends.into_iter().map(|(a, b)| all.slice(a..b)).collect())
+    }
+
     /// The chunks for one iteration. Call outside the timed region.
     pub fn make(&self) -> Vec<Bytes> {
         self.0.clone()

@@ -12,5 +12,6 @@ pub mod drive;
 pub mod harness;
 pub mod input;
 pub mod rt;
+pub mod sinks;
 pub mod source;
 pub mod stages;

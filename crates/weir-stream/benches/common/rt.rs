@@ -29,3 +29,17 @@ pub fn multi() -> &'static Runtime {
             .expect("building a 2-worker multi_thread runtime")
     })
 }
+
+/// A `multi_thread` runtime with 2 workers and timers: for the slow sink
+/// (1 ms per write) of `memory.rs`. Timed cases of `cases.rs` avoid timers:
+/// a 1 ms tick would swamp what they measure.
+pub fn timed() -> &'static Runtime {
+    static RT: OnceLock<Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_time()
+            .build()
+            .expect("building a 2-worker multi_thread runtime with timers")
+    })
+}

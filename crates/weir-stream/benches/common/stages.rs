@@ -2,9 +2,12 @@
 //! core [`Transform`], a `futures` adaptor, or an mpsc task.
 
 use std::mem;
+use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
-use weir_stream::{Batch, StreamError, Transform};
+use sha2::{Digest as _, Sha256};
+use weir_stream::stateful::{StatefulTransform, Upstream};
+use weir_stream::{Batch, BatchResult, Source, StreamError, Transform};
 
 /// The XOR key of single-XOR benches; chains use [`KEYS`].
 pub const KEY: u8 = 0x5A;
@@ -41,6 +44,18 @@ pub fn xor(chunk: Bytes, key: u8) -> Bytes {
 pub fn split2(mut chunk: Bytes) -> (Bytes, Bytes) {
     let head = chunk.split_to(chunk.len() / 2);
     (head, chunk)
+}
+
+/// Parses one JSON document, serialises it again and hashes the result
+/// with SHA-256: the 32-byte digest is the output chunk (B11, the
+/// fast-webstreams "transform-cpu" scenario). Panics on invalid JSON: bench
+/// inputs are valid.
+#[inline]
+pub fn json_sha(chunk: &[u8]) -> Bytes {
+    let value: serde_json::Value =
+        serde_json::from_slice(chunk).expect("bench JSON inputs are valid");
+    let text = serde_json::to_vec(&value).expect("a Value always serialises");
+    Bytes::copy_from_slice(&Sha256::digest(&text))
 }
 
 /// Accumulates chunks into `cap`-byte chunks by copying (B11,
@@ -92,6 +107,8 @@ pub enum Op {
     Split2,
     /// A [`Coalescer`] of this size (stateful).
     Coalesce(usize),
+    /// [`json_sha`]: JSON parse, serialise, SHA-256.
+    JsonSha,
 }
 
 /// Per-stage state for [`Op::run`].
@@ -125,6 +142,7 @@ impl OpState {
                 emit(a);
                 emit(b);
             }
+            OpState::Stateless(Op::JsonSha) => emit(json_sha(&chunk)),
             OpState::Stateless(Op::Coalesce(_)) => unreachable!("Op::start makes a Coalescer"),
             OpState::Coalesce(c) => c.push(&chunk, emit),
         }
@@ -180,14 +198,52 @@ impl Transform for Xor {
     }
 }
 
-/// [`xor`] over every chunk of a batch, in its own `Vec`.
+/// [`xor`] over every chunk of a batch, in place in the batch (no
+/// allocation for the batch itself, one-chunk batches included).
 #[inline]
-pub fn xor_batch(batch: Batch, key: u8) -> Batch {
-    let mut chunks = batch.into_chunks();
-    for c in &mut chunks {
+pub fn xor_batch(mut batch: Batch, key: u8) -> Batch {
+    for c in batch.chunks_mut() {
         *c = xor(mem::take(c), key);
     }
-    Batch::from(chunks)
+    batch
+}
+
+/// [`json_sha`] over every chunk, in place in the batch.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonSha;
+
+impl Transform for JsonSha {
+    #[inline]
+    fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
+        Ok(input.map(|mut b| {
+            for c in b.chunks_mut() {
+                *c = json_sha(c);
+            }
+            b
+        }))
+    }
+}
+
+/// [`xor`] as a stateful transform (PULL-030): it drives its own loop over
+/// the upstream batches, the Rust form of the seeds' async-generator
+/// transform (B04 "stateless vs stateful").
+#[derive(Clone, Copy, Debug)]
+pub struct XorGen(pub u8);
+
+impl StatefulTransform for XorGen {
+    #[inline]
+    fn poll_transform<S: Source>(
+        &mut self,
+        cx: &mut Context<'_>,
+        input: &mut Upstream<'_, S>,
+    ) -> Poll<Option<BatchResult>> {
+        Poll::Ready(match ready!(input.poll_next(cx)) {
+            Some(Some(batch)) => Some(Ok(xor_batch(batch, self.0))),
+            // The flush: nothing held back; an empty batch is skipped.
+            Some(None) => Some(Ok(Batch::new())),
+            None => None,
+        })
+    }
 }
 
 /// [`split2`] over every chunk.
@@ -209,8 +265,10 @@ impl Transform for Split2 {
     }
 }
 
-/// A hand-written coalescing transform (B11), until `weir_stream::coalesce`
-/// lands; then both run side by side.
+/// A hand-written coalescing transform (B11), run next to the core's
+/// `weir_stream::coalesce`. It cuts exact `cap`-byte chunks (splitting
+/// input chunks); the core keeps input chunks whole, so the two emit
+/// different boundaries (checked with the boundary-blind `Flow` sink).
 #[derive(Debug)]
 pub struct Coalesce(pub Coalescer);
 
