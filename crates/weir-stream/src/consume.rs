@@ -95,11 +95,9 @@ pub async fn text<S: Source + Unpin>(
     source: S,
     options: ConsumeOptions,
 ) -> Result<String, StreamError> {
-    let (chunks, check) = collect(source, options, Text::default())
+    collect(source, options, Text::default())
         .await?
-        .into_parts();
-    check.finish()?;
-    into_string(chunks)
+        .into_string()
 }
 
 /// Collects `source` into its chunks, keeping their boundaries, zero-length
@@ -137,9 +135,7 @@ pub fn text_sync<I>(source: I, options: ConsumeOptions) -> Result<String, Stream
 where
     I: IntoIterator<Item = BatchResult>,
 {
-    let (chunks, check) = collect_sync(source, options, Text::default())?.into_parts();
-    check.finish()?;
-    into_string(chunks)
+    collect_sync(source, options, Text::default())?.into_string()
 }
 
 /// [`array()`] over a synchronous source (CONS-006).
@@ -305,16 +301,18 @@ impl Collector for Chunks {
     }
 }
 
-/// Keeps the non-empty chunks and checks them as UTF-8 on the way in.
+/// Decodes the chunks as UTF-8 on the way in, into one `String`: each byte
+/// is validated once and copied once.
 #[derive(Default)]
 struct Text {
-    chunks: Vec<Bytes>,
+    text: String,
     check: Utf8Check,
 }
 
 impl Text {
-    fn into_parts(self) -> (Vec<Bytes>, Utf8Check) {
-        (self.chunks, self.check)
+    fn into_string(self) -> Result<String, StreamError> {
+        self.check.finish()?;
+        Ok(self.text)
     }
 }
 
@@ -322,10 +320,9 @@ impl Collector for Text {
     type Output = Self;
 
     fn push(&mut self, batch: Batch) -> Result<(), StreamError> {
-        for chunk in batch {
+        for chunk in batch.chunks() {
             if !chunk.is_empty() {
-                self.check.feed(&chunk)?;
-                self.chunks.push(chunk);
+                self.check.feed(chunk, &mut self.text)?;
             }
         }
         Ok(())
@@ -346,7 +343,9 @@ struct Utf8Check {
 }
 
 impl Utf8Check {
-    fn feed(&mut self, mut chunk: &[u8]) -> Result<(), StreamError> {
+    /// Validates `chunk` (after any carried bytes) and appends the complete
+    /// characters to `out`.
+    fn feed(&mut self, mut chunk: &[u8], out: &mut String) -> Result<(), StreamError> {
         if self.carry_len > 0 {
             // The lead byte was accepted as the start of an unfinished
             // character, so it names a width of 2 to 4 bytes.
@@ -360,17 +359,25 @@ impl Utf8Check {
             self.carry_len += take;
             chunk = &chunk[take..];
             match std::str::from_utf8(&self.carry[..self.carry_len]) {
-                Ok(_) => self.carry_len = 0,
+                Ok(c) => {
+                    out.push_str(c);
+                    self.carry_len = 0;
+                }
                 Err(e) if e.error_len().is_some() => return Err(StreamError::InvalidUtf8),
                 // Still unfinished: the chunk was too short to complete it.
                 Err(_) => return Ok(()),
             }
         }
         match std::str::from_utf8(chunk) {
-            Ok(_) => Ok(()),
+            Ok(text) => {
+                out.push_str(text);
+                Ok(())
+            }
             Err(e) if e.error_len().is_some() => Err(StreamError::InvalidUtf8),
             Err(e) => {
-                let tail = &chunk[e.valid_up_to()..];
+                let (valid, tail) = chunk.split_at(e.valid_up_to());
+                // `valid` is the part `from_utf8` already accepted.
+                out.push_str(std::str::from_utf8(valid).map_err(|_| StreamError::InvalidUtf8)?);
                 self.carry[..tail.len()].copy_from_slice(tail);
                 self.carry_len = tail.len();
                 Ok(())
@@ -404,20 +411,15 @@ fn concat(mut chunks: Vec<Bytes>) -> Bytes {
     }
 }
 
-fn into_string(chunks: Vec<Bytes>) -> Result<String, StreamError> {
-    // `Vec::from(Bytes)` re-uses the allocation when it can.
-    let bytes = Vec::from(concat(chunks));
-    String::from_utf8(bytes).map_err(|_| StreamError::InvalidUtf8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn check(parts: &[&[u8]]) -> Result<(), StreamError> {
         let mut c = Utf8Check::default();
+        let mut out = String::new();
         for p in parts {
-            c.feed(p)?;
+            c.feed(p, &mut out)?;
         }
         c.finish()
     }

@@ -2,7 +2,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// Why a stream failed.
 ///
@@ -110,4 +110,26 @@ impl StdError for Reason {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.0.source()
     }
+}
+
+/// The reason a stream's stages are aborted with when its consumer stops
+/// before the end. One shared reason, so dropping a stream allocates nothing.
+static STOPPED_EARLY: LazyLock<Reason> =
+    LazyLock::new(|| Reason::new("the consumer stopped before the end"));
+
+/// The reason a push stream fails with when its last writer is dropped
+/// without `end()` (PUSH-053). Shared, like [`STOPPED_EARLY`].
+static WRITER_DROPPED: LazyLock<Reason> =
+    LazyLock::new(|| Reason::new("the writer was dropped without end()"));
+
+/// [`StreamError::Aborted`] for a consumer that stopped early; no allocation
+/// after the first.
+pub(crate) fn stopped_early() -> StreamError {
+    StreamError::Aborted(STOPPED_EARLY.clone())
+}
+
+/// [`StreamError::Aborted`] for a writer dropped without `end()`; no
+/// allocation after the first.
+pub(crate) fn writer_dropped() -> StreamError {
+    StreamError::Aborted(WRITER_DROPPED.clone())
 }

@@ -11,9 +11,6 @@ use tokio::task::coop::{self, RestoreOnPending};
 use crate::transform::{concat, non_empty};
 use crate::{Batch, BatchResult, CancelToken, Chain, Source, StreamError, Transform, TransformExt};
 
-/// The reason a layer's stages are aborted with when it is dropped before its end.
-pub(crate) const STOPPED_EARLY: &str = "the consumer stopped before the end";
-
 pin_project! {
     /// A lazy, demand-driven pipeline: a [`Source`] followed by a [`Transform`]
     /// (one stage, or several fused with [`TransformExt::then`] or
@@ -216,6 +213,19 @@ fn run<S: Source, T: Transform>(
             return finish(this, Ok(None));
         };
         let polled = source.poll_next_batch(cx);
+        if this.transform.as_ref().is_some_and(Transform::is_identity)
+            && let Poll::Ready(Some(Ok(batch))) = &polled
+            && !batch.is_empty()
+            && !this
+                .source
+                .as_ref()
+                .get_ref()
+                .as_ref()
+                .is_some_and(Source::is_end_stream)
+        {
+            *this.idle_flushed = false;
+            return polled;
+        }
         let Some(transform) = this.transform.as_mut() else {
             return Poll::Ready(None);
         };
@@ -451,17 +461,17 @@ impl Life {
     pub(crate) fn drop_reason(&mut self) -> Option<StreamError> {
         match self.phase {
             Phase::Running => {}
-            Phase::Built => return Some(StreamError::aborted(STOPPED_EARLY)),
+            Phase::Built => return Some(crate::error::stopped_early()),
             Phase::Done | Phase::Failed(_) => return None,
         }
         let token = self.token.as_ref()?;
         if self.owner && !token.is_cancelled() {
-            token.cancel_with(StreamError::aborted(STOPPED_EARLY));
+            token.cancel_with(crate::error::stopped_early());
         }
         Some(
             token
                 .reason()
-                .unwrap_or_else(|| StreamError::aborted(STOPPED_EARLY)),
+                .unwrap_or_else(|| crate::error::stopped_early()),
         )
     }
 

@@ -981,10 +981,7 @@ impl Drop for Writer {
             }
             core.writers -= 1;
             if core.writers == 0 && core.is_open() {
-                core.fail(
-                    StreamError::aborted("the writer was dropped without end()"),
-                    wake,
-                );
+                core.fail(crate::error::writer_dropped(), wake);
             }
         });
     }

@@ -23,6 +23,16 @@ use crate::{Batch, CancelToken, StreamError};
 /// [`Transform::start`], which is the same token for every transform of a
 /// pipeline, across its stateful and async layers too.
 pub trait Transform {
+    /// Whether the stage passes every batch through untouched and does
+    /// nothing on flush, idle or abort: a pipeline then hands the source's
+    /// batch on as it came, without running the stage (identity stages are
+    /// elided). `false` by default; a constant for every type here, so the
+    /// check folds away.
+    #[inline]
+    fn is_identity(&self) -> bool {
+        false
+    }
+
     /// Transforms one batch (`Some`), or flushes at the end of input (`None`).
     ///
     /// Returns the output batch, or `None` (or an empty batch) to emit nothing
@@ -84,6 +94,11 @@ pub trait Transform {
 /// The identity: a pipeline with `()` as its transform forwards batches as they are.
 impl Transform for () {
     #[inline]
+    fn is_identity(&self) -> bool {
+        true
+    }
+
+    #[inline]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         Ok(input)
     }
@@ -94,6 +109,11 @@ impl Transform for () {
 }
 
 impl<T: Transform + ?Sized> Transform for Box<T> {
+    #[inline]
+    fn is_identity(&self) -> bool {
+        (**self).is_identity()
+    }
+
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         (**self).transform(input)
     }
@@ -155,6 +175,11 @@ impl<A: Transform, B: Transform> Chain<A, B> {
 }
 
 impl<A: Transform, B: Transform> Transform for Chain<A, B> {
+    #[inline]
+    fn is_identity(&self) -> bool {
+        self.first.is_identity() && self.second.is_identity()
+    }
+
     #[inline]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match input {
