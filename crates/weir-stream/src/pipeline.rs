@@ -468,11 +468,7 @@ impl Life {
         if self.owner && !token.is_cancelled() {
             token.cancel_with(crate::error::stopped_early());
         }
-        Some(
-            token
-                .reason()
-                .unwrap_or_else(|| crate::error::stopped_early()),
-        )
+        Some(token.reason().unwrap_or_else(crate::error::stopped_early))
     }
 
     /// The owner spends one unit of tokio's coop budget per poll (PULL-051);
