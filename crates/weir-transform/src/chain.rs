@@ -1,0 +1,1 @@
+//! A route's chain of stages, planned per response (in progress).
