@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::time::Instant;
 
 use weir_stream::{Batch, StreamError, Transform};
+use weir_transform::chain::StageError;
 
 use crate::body::BodyIdleTimeout;
 
@@ -33,6 +34,9 @@ pub enum Outcome {
     BadRequest,
     /// Weir's shutdown grace period ended before the response did.
     Shutdown,
+    /// A response transform (compress, html-rewrite, ...) failed mid-body;
+    /// the reason names the stage.
+    TransformError,
 }
 
 impl Outcome {
@@ -46,6 +50,7 @@ impl Outcome {
             Outcome::NoRoute => "no_route",
             Outcome::BadRequest => "bad_request",
             Outcome::Shutdown => "shutdown",
+            Outcome::TransformError => "transform_error",
         }
     }
 }
@@ -212,6 +217,9 @@ impl Transform for ResponseLog {
             StreamError::Aborted(_) => (Outcome::ClientAborted, None),
             StreamError::Failed(r) if r.downcast_ref::<BodyIdleTimeout>().is_some() => {
                 (Outcome::UpstreamTimeout, Some(r.to_string()))
+            }
+            StreamError::Failed(r) if r.downcast_ref::<StageError>().is_some() => {
+                (Outcome::TransformError, Some(r.to_string()))
             }
             other => (
                 Outcome::UpstreamError,

@@ -11,7 +11,8 @@ use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 use weir_stream::body::{HttpBodySource, SourceBody};
-use weir_stream::{BatchBuf, BatchResult, Once, Pipeline, Source, StreamError};
+use weir_stream::{BatchBuf, BatchResult, Chain, Once, Pipeline, Source, StreamError};
+use weir_transform::chain::ResponseChain;
 
 use crate::access_log::{RequestTally, ResponseLog};
 
@@ -23,7 +24,9 @@ pub type RequestBody = Either<
 >;
 
 /// The body Weir sends downstream: the upstream's body or Weir's own, streamed.
-pub type ResponseBody = SourceBody<Pipeline<ResponseSource, ResponseLog>>;
+/// Its pipeline runs the route's response transforms (empty for most
+/// routes and for Weir's own responses), then the access-log stage.
+pub type ResponseBody = SourceBody<Pipeline<ResponseSource, Chain<ResponseChain, ResponseLog>>>;
 
 /// Where a response body comes from.
 #[derive(Debug)]

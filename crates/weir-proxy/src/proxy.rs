@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::uri::PathAndQuery;
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
-use weir_stream::{once, pull};
+use weir_stream::{TransformExt as _, once, pull};
+use weir_transform::chain::ResponseChain;
 
 use crate::access_log::{AccessRecord, ClientBodyFailure, Outcome, RequestTally, ResponseLog};
 use crate::body::{IdleTimeout, RequestBody, ResponseBody, ResponseSource};
@@ -66,6 +67,26 @@ struct Target<'a> {
     client_host: Option<String>,
 }
 
+/// What planning a route's response transforms needs of the client's
+/// request: its method and `Accept-Encoding` fields.
+struct TransformAsk {
+    method: Method,
+    headers: HeaderMap,
+}
+
+impl TransformAsk {
+    fn of<B>(req: &Request<B>) -> Self {
+        let mut headers = HeaderMap::new();
+        for v in req.headers().get_all(header::ACCEPT_ENCODING) {
+            headers.append(header::ACCEPT_ENCODING, v.clone());
+        }
+        TransformAsk {
+            method: req.method().clone(),
+            headers,
+        }
+    }
+}
+
 /// A response Weir makes itself, and how it is logged.
 struct Local {
     status: StatusCode,
@@ -112,6 +133,9 @@ impl Proxy {
             Err(local) => return self.local_response(local, record, head_only),
         };
         record.upstream = Some(target.upstream.name.clone());
+        // What planning the response transforms needs of the request, kept
+        // before the request is handed on.
+        let ask = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(&req));
 
         let upstream_req = match self.upstream_request(req, &target, peer, &record) {
             Ok(r) => r,
@@ -119,7 +143,7 @@ impl Proxy {
         };
 
         match self.client.send(upstream_req).await {
-            Ok(resp) => match self.downstream_response(resp, record, head_only) {
+            Ok(resp) => match self.downstream_response(resp, record, head_only, &target, ask) {
                 Ok(resp) => resp,
                 Err((local, record)) => self.local_response(local, record, head_only),
             },
@@ -287,6 +311,14 @@ impl Proxy {
             },
         );
         headers::append_via(headers, received, &self.settings.via_pseudonym);
+        if target.route.transforms.reads_content() {
+            // html-rewrite and msgpack-json read the body: ask for it unencoded
+            // (RFC 9110 §12.5.3). `compress`, if listed, encodes it afterwards.
+            headers.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
+            );
+        }
 
         parts.uri = uri;
         parts.version = Version::HTTP_11;
@@ -324,6 +356,8 @@ impl Proxy {
         resp: Response<Incoming>,
         mut record: AccessRecord,
         head_only: bool,
+        target: &Target<'_>,
+        ask: Option<TransformAsk>,
     ) -> Result<Response<ResponseBody>, (Local, AccessRecord)> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;
@@ -378,10 +412,19 @@ impl Proxy {
                 self.settings.body_idle_timeout,
             ))
         };
+        let chain = match ask {
+            Some(ask) if !no_body => {
+                target
+                    .route
+                    .transforms
+                    .plan(&ask.method, &ask.headers, status, &mut parts.headers)
+            }
+            _ => ResponseChain::default(),
+        };
         let log = ResponseLog::new(record, Outcome::Ok, !no_body);
         Ok(Response::from_parts(
             parts,
-            SourceBody::new(pull(source, log)),
+            SourceBody::new(pull(source, chain.then(log))),
         ))
     }
 
@@ -396,7 +439,7 @@ impl Proxy {
         let log = ResponseLog::new(record, local.outcome, !head_only);
         let mut resp = Response::new(SourceBody::new(pull(
             ResponseSource::Local(once(Bytes::from_static(local.body.as_bytes()))),
-            log,
+            ResponseChain::default().then(log),
         )));
         *resp.status_mut() = local.status;
         resp.headers_mut().insert(

@@ -11,6 +11,8 @@
 
 use std::borrow::Cow;
 
+use weir_transform::chain::ChainSpec;
+
 use crate::config::{HostHeader, RouteSpec};
 
 /// A route ready for matching.
@@ -28,6 +30,8 @@ pub struct Route {
     pub upstream: usize,
     /// What to send as `Host`.
     pub host_header: HostHeader,
+    /// The response transforms.
+    pub transforms: ChainSpec,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -50,6 +54,7 @@ impl RouteTable {
                     strip_prefix: s.strip_prefix,
                     upstream: s.upstream,
                     host_header: s.host_header,
+                    transforms: s.transforms.clone(),
                 })
                 .collect(),
         }
@@ -171,6 +176,7 @@ mod tests {
                     strip_prefix: false,
                     upstream: i,
                     host_header: HostHeader::Preserve,
+                    transforms: ChainSpec::default(),
                 })
                 .collect(),
         }

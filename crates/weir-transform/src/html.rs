@@ -34,9 +34,14 @@ impl std::fmt::Debug for HtmlRewrite {
 
 impl HtmlRewrite {
     /// A rewriter for a document in `encoding`.
-    pub fn new(settings: Arc<HtmlRewriteSettings>, encoding: &'static encoding_rs::Encoding) -> Self {
+    pub fn new(
+        settings: Arc<HtmlRewriteSettings>,
+        encoding: &'static encoding_rs::Encoding,
+    ) -> Self {
         let _ = encoding;
-        HtmlRewrite { _settings: settings }
+        HtmlRewrite {
+            _settings: settings,
+        }
     }
 }
 

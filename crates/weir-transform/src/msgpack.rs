@@ -28,7 +28,9 @@ pub struct MsgpackToJsonLines {
 impl MsgpackToJsonLines {
     /// A decoder with `settings`.
     pub fn new(settings: MsgpackJsonSettings) -> Self {
-        MsgpackToJsonLines { _settings: settings }
+        MsgpackToJsonLines {
+            _settings: settings,
+        }
     }
 }
 

@@ -63,7 +63,7 @@ fn describe(config: &Config) -> String {
     }
     for r in &config.routes {
         out += &format!(
-            "route     host={:<16} prefix={:<12} -> {:<12} strip_prefix={} host_header={}\n",
+            "route     host={:<16} prefix={:<12} -> {:<12} strip_prefix={} host_header={} transforms={}\n",
             r.host.as_deref().unwrap_or("*"),
             r.path_prefix,
             config.upstreams[r.upstream].name,
@@ -71,7 +71,8 @@ fn describe(config: &Config) -> String {
             match r.host_header {
                 HostHeader::Preserve => "preserve",
                 HostHeader::Upstream => "upstream",
-            }
+            },
+            transform_list(&r.transforms),
         );
     }
     let (s, c) = (&config.server, &config.client);
@@ -179,4 +180,14 @@ async fn shutdown_signal() {
         () = ctrl_c => tracing::info!("SIGINT received"),
         () = term => tracing::info!("SIGTERM received"),
     }
+}
+
+/// A route's stages as `weir check` prints them: `none`, or the names in
+/// body order joined by `,` (`html-rewrite,compress`).
+fn transform_list(chain: &weir_transform::chain::ChainSpec) -> String {
+    if chain.is_empty() {
+        return "none".to_owned();
+    }
+    let names: Vec<&str> = chain.stages().iter().map(|s| s.name().as_str()).collect();
+    names.join(",")
 }

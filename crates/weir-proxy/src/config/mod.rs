@@ -7,6 +7,7 @@
 
 mod duration;
 mod raw;
+mod transforms;
 mod validate;
 
 use std::fs::File;
@@ -140,6 +141,9 @@ pub struct RouteSpec {
     pub upstream: usize,
     /// What to send as `Host`.
     pub host_header: HostHeader,
+    /// The response transforms (`transforms` and the `[route.<stage>]`
+    /// tables), checked; empty when the route lists none.
+    pub transforms: weir_transform::chain::ChainSpec,
 }
 
 /// What a route sends upstream as `Host`.

@@ -114,6 +114,17 @@ pub(super) struct RawRoute {
     pub upstream: Spanned<String>,
     #[serde(default)]
     pub host_header: super::HostHeader,
+    /// Stage names, in body order.
+    #[serde(default = "no_transforms")]
+    pub transforms: Spanned<Vec<Spanned<String>>>,
+    pub compress: Option<Spanned<weir_transform::compress::CompressSettings>>,
+    pub html_rewrite: Option<Spanned<weir_transform::html::HtmlRewriteSettings>>,
+    pub coalesce: Option<Spanned<weir_transform::chain::CoalesceSettings>>,
+    pub msgpack_json: Option<Spanned<weir_transform::msgpack::MsgpackJsonSettings>>,
+}
+
+fn no_transforms() -> Spanned<Vec<Spanned<String>>> {
+    Spanned::new(0..0, Vec::new())
 }
 
 fn default_path_prefix() -> Spanned<String> {

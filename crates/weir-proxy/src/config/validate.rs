@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use toml::Spanned;
 
 use super::raw::{RawConfig, RawUpstream};
+use super::transforms::route_transforms;
 use super::{
     ClientSettings, Config, ConfigError, RouteSpec, ServerSettings, Upstream, UpstreamTarget,
     UpstreamUrl,
@@ -19,13 +20,13 @@ use super::{
 /// The listener used when the file declares none.
 const DEFAULT_LISTENER: &str = "127.0.0.1:8080";
 
-struct Errors<'a> {
+pub(super) struct Errors<'a> {
     text: &'a str,
     label: &'a str,
 }
 
 impl Errors<'_> {
-    fn at(
+    pub(super) fn at(
         &self,
         span: Range<usize>,
         key: impl Into<String>,
@@ -204,12 +205,14 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                 ),
             ));
         }
+        let transforms = route_transforms(i, r, &errors)?;
         routes.push(RouteSpec {
             host,
             path_prefix,
             strip_prefix: r.strip_prefix,
             upstream: index,
             host_header: r.host_header,
+            transforms,
         });
     }
 
