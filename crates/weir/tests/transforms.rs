@@ -33,9 +33,9 @@ fn text_bytes(len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len + 64);
     let mut i = 0u64;
     while out.len() < len {
-        write!(
+        writeln!(
             out,
-            "<li id=\"item-{i}\">line {i}: the quick brown fox {}</li>\n",
+            "<li id=\"item-{i}\">line {i}: the quick brown fox {}</li>",
             i * 7919 % 1000
         )
         .expect("write");
