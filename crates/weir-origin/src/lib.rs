@@ -15,6 +15,7 @@
 //! | `GET /delay/{ms}` | `200 ok` after waiting `ms` (at most 300000) before the head |
 //! | `ANY /echo` | JSON report of method, URI, version, headers, body SHA-256 and length, trailers |
 //! | `GET /sse?count={c}&interval_ms={i}` | `c` server-sent events (default 10), `i` ms apart (default 100) |
+//! | `GET /page?chunks={n}&delay_ms={d}&pad={p}` | an HTML page in `n` frames (default 20), `d` ms apart (default 50), each section padded with `p` filler bytes (default 0), no `Content-Length` |
 //! | `GET /trailers` | a chunked text body followed by `x-body-sha256` and `x-trailer-test` trailers |
 //! | `GET /abort/{n}` | `n` pattern bytes, then a failed transfer (connection closed or stream reset) |
 //! | `GET /response-headers?{name}={value}&…` | `200 ok` with each query pair appended as a response header |

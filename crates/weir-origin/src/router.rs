@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 
 use crate::config::OriginConfig;
 use crate::endpoints::{
-    abort, bytes, delay, echo, files::Files, response_headers, sse, status, stream, trailers,
+    abort, bytes, delay, echo, files::Files, page, response_headers, sse, status, stream, trailers,
 };
 use crate::reply::{self, OriginBody};
 
@@ -26,6 +26,7 @@ enum Route<'a> {
     Abort(&'a str),
     Echo,
     Sse,
+    Page,
     Trailers,
     ResponseHeaders,
     Files,
@@ -48,6 +49,7 @@ impl<'a> Route<'a> {
             ("abort", Some(n)) => Self::Abort(n),
             ("echo", None) => Self::Echo,
             ("sse", None) => Self::Sse,
+            ("page", None) => Self::Page,
             ("trailers", None) => Self::Trailers,
             ("response-headers", None) => Self::ResponseHeaders,
             _ => Self::Files,
@@ -95,6 +97,7 @@ impl Router {
             Route::Delay(ms) => delay::respond(ms, query).await,
             Route::Abort(n) => abort::respond(n, query),
             Route::Sse => sse::respond(query),
+            Route::Page => page::respond(query),
             Route::Trailers => trailers::respond(query),
             Route::ResponseHeaders => response_headers::respond(query),
             Route::Echo => echo::respond(request).await,
@@ -125,6 +128,8 @@ mod tests {
         assert_eq!(Route::of("/echo"), Route::Echo);
         assert_eq!(Route::of("/echo/"), Route::Files);
         assert_eq!(Route::of("/sse"), Route::Sse);
+        assert_eq!(Route::of("/page"), Route::Page);
+        assert_eq!(Route::of("/page/2"), Route::Files);
         assert_eq!(Route::of("/"), Route::Files);
         assert_eq!(Route::of("/index.html"), Route::Files);
     }

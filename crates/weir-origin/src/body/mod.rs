@@ -1,16 +1,18 @@
 //! Response bodies, each an [`http_body::Body`] with one job.
 //!
 //! Sources produce frames ([`PatternChunks`], [`SseEvents`],
-//! [`StaticChunks`]); wrappers change when or how they end ([`Paced`],
-//! [`FailAtEnd`]). Endpoints compose them.
+//! [`StaticChunks`], [`HtmlPage`]); wrappers change when or how they end
+//! ([`Paced`], [`FailAtEnd`]). Endpoints compose them.
 
 mod fail_at_end;
+mod html_page;
 mod paced;
 mod pattern_chunks;
 mod sse_events;
 mod static_chunks;
 
 pub(crate) use fail_at_end::FailAtEnd;
+pub(crate) use html_page::HtmlPage;
 pub(crate) use paced::Paced;
 pub(crate) use pattern_chunks::{Length, PatternChunks};
 pub(crate) use sse_events::SseEvents;
