@@ -485,10 +485,11 @@ impl Transform for ResponseChain {
     }
 
     fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
-        if self.stages.is_empty() {
-            upstream
-        } else {
-            http_body::SizeHint::default()
-        }
+        self.stages.iter().fold(upstream, |hint, stage| match stage {
+            Stage::Compress(t) => t.size_hint(hint),
+            Stage::Html(t) => t.size_hint(hint),
+            Stage::Coalesce(t) => t.size_hint(hint),
+            Stage::Msgpack(t) => t.size_hint(hint),
+        })
     }
 }
