@@ -18,6 +18,7 @@
 pub mod access_log;
 pub mod body;
 pub mod config;
+pub mod counted;
 pub mod headers;
 mod io;
 pub mod proxy;

@@ -122,6 +122,11 @@ impl Proxy {
         }))
     }
 
+    /// Live upstream connection counts.
+    pub fn upstream_connections(&self) -> &Arc<crate::counted::ConnectionCounts> {
+        self.client.connections()
+    }
+
     /// Handles one request from `peer`. Never fails: every error becomes a
     /// response (4xx/5xx) and an access log line.
     pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ResponseBody> {

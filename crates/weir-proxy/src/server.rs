@@ -63,6 +63,12 @@ impl Server {
             .collect()
     }
 
+    /// Live upstream connection counts (see [`crate::counted`]); the handle
+    /// stays valid after [`Server::run`] takes the server.
+    pub fn upstream_connections(&self) -> Arc<crate::counted::ConnectionCounts> {
+        Arc::clone(self.proxy.upstream_connections())
+    }
+
     /// Serves until `shutdown` resolves; then stops accepting, and lets
     /// in-flight requests finish for up to the configured grace period.
     ///

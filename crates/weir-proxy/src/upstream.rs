@@ -3,6 +3,7 @@
 
 use std::error::Error as StdError;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
@@ -12,6 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::RequestBody;
+use crate::counted::{ConnectionCounts, CountingConnector};
 use crate::config::ClientSettings;
 
 /// Why an upstream request produced no response.
@@ -78,7 +80,8 @@ impl UpstreamError {
 /// A pooled HTTP/1.1 client for all upstreams.
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
-    client: Client<HttpConnector, RequestBody>,
+    client: Client<CountingConnector<HttpConnector>, RequestBody>,
+    counts: Arc<ConnectionCounts>,
     connect_timeout: Duration,
     response_header_timeout: Duration,
 }
@@ -87,6 +90,7 @@ impl UpstreamClient {
     /// Builds the client. Idle connections expire after
     /// `pool_idle_timeout` (the pool timer is set, so they really do).
     pub fn new(settings: &ClientSettings) -> Self {
+        let counts = Arc::new(ConnectionCounts::default());
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(settings.connect_timeout));
@@ -97,12 +101,19 @@ impl UpstreamClient {
             .pool_idle_timeout(settings.pool_idle_timeout)
             .pool_max_idle_per_host(settings.pool_max_idle_per_host)
             .set_host(true)
-            .build(connector);
+            .build(CountingConnector::new(connector, Arc::clone(&counts)));
         UpstreamClient {
             client,
+            counts,
             connect_timeout: settings.connect_timeout,
             response_header_timeout: settings.response_header_timeout,
         }
+    }
+
+    /// Live upstream connections (pooled idle ones included), counted
+    /// exactly: each connection decrements the count when it is dropped.
+    pub fn connections(&self) -> &Arc<ConnectionCounts> {
+        &self.counts
     }
 
     /// Sends `req` (with an absolute URI) and waits for the response head.

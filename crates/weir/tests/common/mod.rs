@@ -59,6 +59,8 @@ pub async fn start_origin() -> Origin {
 /// A proxy running in this process.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// Live upstream connections, counted by the proxy's connector.
+    pub upstream_connections: std::sync::Arc<weir_proxy::counted::ConnectionCounts>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -102,6 +104,7 @@ pub async fn start_proxy(text: &str) -> Proxy {
     let config = Config::parse(text, "test.toml", &repo_root()).expect("test config is valid");
     let server = weir_proxy::Server::bind(&config).await.expect("bind proxy");
     let addr = server.local_addrs()[0];
+    let upstream_connections = server.upstream_connections();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let _ = server
@@ -112,6 +115,7 @@ pub async fn start_proxy(text: &str) -> Proxy {
     });
     Proxy {
         addr,
+        upstream_connections,
         stop: Some(tx),
         task: Some(task),
     }
