@@ -40,7 +40,10 @@ impl ConnectionCounts {
 
     /// Connections open now, per upstream authority (`host:port`), sorted.
     pub fn live_by_authority(&self) -> Vec<(String, u64)> {
-        let map = self.by_authority.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = self
+            .by_authority
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut out: Vec<_> = map
             .iter()
             .map(|(k, v)| (k.clone(), v.load(Ordering::Acquire)))
@@ -51,7 +54,10 @@ impl ConnectionCounts {
 
     fn guard(self: &Arc<Self>, authority: &str) -> ConnectionGuard {
         let counter = {
-            let mut map = self.by_authority.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut map = self
+                .by_authority
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             Arc::clone(map.entry(authority.to_owned()).or_default())
         };
         counter.fetch_add(1, Ordering::AcqRel);
@@ -106,7 +112,9 @@ where
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        let authority = uri.authority().map_or_else(String::new, ToString::to_string);
+        let authority = uri
+            .authority()
+            .map_or_else(String::new, ToString::to_string);
         let counts = Arc::clone(&self.counts);
         let connecting = self.inner.call(uri);
         Box::pin(async move {

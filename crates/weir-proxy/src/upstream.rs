@@ -13,8 +13,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::body::RequestBody;
-use crate::counted::{ConnectionCounts, CountingConnector};
 use crate::config::ClientSettings;
+use crate::counted::{ConnectionCounts, CountingConnector};
 
 /// Why an upstream request produced no response.
 #[derive(Debug, thiserror::Error)]

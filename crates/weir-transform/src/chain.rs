@@ -485,11 +485,13 @@ impl Transform for ResponseChain {
     }
 
     fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
-        self.stages.iter().fold(upstream, |hint, stage| match stage {
-            Stage::Compress(t) => t.size_hint(hint),
-            Stage::Html(t) => t.size_hint(hint),
-            Stage::Coalesce(t) => t.size_hint(hint),
-            Stage::Msgpack(t) => t.size_hint(hint),
-        })
+        self.stages
+            .iter()
+            .fold(upstream, |hint, stage| match stage {
+                Stage::Compress(t) => t.size_hint(hint),
+                Stage::Html(t) => t.size_hint(hint),
+                Stage::Coalesce(t) => t.size_hint(hint),
+                Stage::Msgpack(t) => t.size_hint(hint),
+            })
     }
 }
