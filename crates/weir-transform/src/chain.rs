@@ -258,8 +258,17 @@ impl ChainSpec {
                     Stage::Msgpack(MsgpackToJsonLines::new(settings.clone()))
                 }),
                 StageSpec::Compress(settings) => {
+                    // The length, while it is still known (plan() removes
+                    // it): brotli sizes its window and tables from it.
+                    let length = content_length(response_headers);
                     compress::plan(settings, method, request_headers, status, response_headers)
-                        .map(|coding| Stage::Compress(Compressor::new(coding, settings)))
+                        .map(|coding| {
+                            let stage = Compressor::new(coding, settings);
+                            Stage::Compress(match length {
+                                Some(len) => stage.with_size_hint(len),
+                                None => stage,
+                            })
+                        })
                 }
             };
             stages.extend(stage);
@@ -275,6 +284,16 @@ fn has_body(method: &Method, status: StatusCode) -> bool {
         && status != StatusCode::NO_CONTENT
         && status != StatusCode::NOT_MODIFIED
         && status != StatusCode::PARTIAL_CONTENT
+}
+
+/// The `Content-Length`, if there is exactly one valid one.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    first.to_str().ok()?.parse().ok()
 }
 
 /// `X-Accel-Buffering: no` (nginx's convention).
