@@ -261,14 +261,15 @@ impl ChainSpec {
                     // The length, while it is still known (plan() removes
                     // it): brotli sizes its window and tables from it.
                     let length = content_length(response_headers);
-                    compress::plan(settings, method, request_headers, status, response_headers)
-                        .map(|coding| {
+                    compress::plan(settings, method, request_headers, status, response_headers).map(
+                        |coding| {
                             let stage = Compressor::new(coding, settings);
                             Stage::Compress(match length {
                                 Some(len) => stage.with_size_hint(len),
                                 None => stage,
                             })
-                        })
+                        },
+                    )
                 }
             };
             stages.extend(stage);
