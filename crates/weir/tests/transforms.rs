@@ -128,6 +128,15 @@ async fn every_coding_round_trips_0b_1b_1mb_10mb_random_and_text() {
                 )
                 .await;
                 assert_eq!(status, 200, "{name} {coding}");
+                if data.is_empty() {
+                    // An empty body is forwarded as it is: nothing to encode.
+                    assert!(
+                        headers.get("content-encoding").is_none(),
+                        "{name}: {headers:?}"
+                    );
+                    assert!(body.is_empty());
+                    continue;
+                }
                 assert_eq!(
                     headers
                         .get("content-encoding")
@@ -361,9 +370,10 @@ async fn a_route_without_transforms_forwards_the_body_untouched() {
 #[test]
 fn a_failing_stage_aborts_the_transfer_and_the_log_names_it() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    // A msgpack array header that promises two items and delivers one.
+    // The value 1, then an array header that promises two items and
+    // delivers one: the stage emits "1\n", then fails at the end.
     let upstream = rt.block_on(RawUpstream::start(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/msgpack\r\ncontent-length: 2\r\n\r\n\x92\x01",
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/msgpack\r\ncontent-length: 3\r\n\r\n\x01\x92\x01",
     ));
     let config = format!(
         "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n[[upstream]]\nname = \"raw\"\nurl = \"http://{}\"\n\n\
@@ -372,11 +382,13 @@ fn a_failing_stage_aborts_the_transfer_and_the_log_names_it() {
     );
     let weir = WeirProcess::start(&config);
     let out = curl(&["--http1.1", &weir.url("/values")]);
-    // curl: 18 = transfer closed with data outstanding (no final chunk).
-    assert_eq!(
+    // Never a clean end: curl 18 (closed without the final chunk) or, when
+    // the failure comes in the same write round as the head (hyper then
+    // drops its unflushed buffer and closes), 52 (empty reply).
+    assert!(
+        matches!(out.status.code(), Some(18 | 52)),
+        "curl exit {:?}: {}",
         out.status.code(),
-        Some(18),
-        "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     std::thread::sleep(Duration::from_millis(300));
