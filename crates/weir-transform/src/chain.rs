@@ -223,7 +223,7 @@ impl ChainSpec {
     /// - `coalesce` is skipped when the upstream sent
     ///   `X-Accel-Buffering: no` (the nginx convention for "do not hold").
     /// - `html-rewrite` applies to `text/html` without a `Content-Encoding`
-    ///   ([`html::rewritable`]); it removes `Content-Length` and
+    ///   ([`html::rewritable`]), unless its settings change nothing; it removes `Content-Length` and
     ///   `Accept-Ranges` and weakens a strong `ETag` (RFC 9110 §8.8.1).
     /// - `msgpack-json` applies to `application/msgpack`,
     ///   `application/x-msgpack` and `application/vnd.msgpack` without a
@@ -245,6 +245,8 @@ impl ChainSpec {
             let stage = match spec {
                 StageSpec::Coalesce(c) => (!no_buffering(response_headers))
                     .then(|| Stage::Coalesce(weir_stream::coalesce(c.min_bytes, c.max_bytes))),
+                // Settings that change nothing cost a parse for nothing: skip.
+                StageSpec::HtmlRewrite(settings) if settings.is_noop() => None,
                 StageSpec::HtmlRewrite(settings) => html::rewritable(response_headers).map(|enc| {
                     content_changes(response_headers);
                     Stage::Html(HtmlRewrite::new(Arc::clone(settings), enc))
