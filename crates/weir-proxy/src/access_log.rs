@@ -129,7 +129,12 @@ impl AccessRecord {
         }
     }
 
-    /// The counters the request body updates.
+    /// The request's method.
+    pub fn method(&self) -> &http::Method {
+        &self.method
+    }
+
+    /// The counters the request-body side fills.
     pub fn counters(&self) -> &Arc<RequestCounters> {
         &self.counters
     }

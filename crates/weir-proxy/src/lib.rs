@@ -17,10 +17,12 @@
 
 pub mod access_log;
 pub mod body;
+pub mod body_log;
 pub mod config;
 pub mod counted;
 pub mod headers;
 mod io;
+pub mod mirror;
 pub mod proxy;
 pub mod route;
 pub mod server;

@@ -14,14 +14,16 @@ use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
-use weir_stream::{TransformExt as _, once, pull};
+use weir_stream::{ConsumerOptions, ShareOptions, TransformExt as _, once, pull, share};
 use weir_transform::chain::ResponseChain;
 
 use crate::access_log::{AccessRecord, ClientBodyFailure, Outcome, RequestTally, ResponseLog};
-use crate::body::{IdleTimeout, RequestBody, ResponseBody, ResponseSource};
+use crate::body::{IdleTimeout, RequestBody, RequestSource, ResponseBody, ResponseSource};
+use crate::body_log::{BodyLog, Direction};
 use crate::config::strip_port;
 use crate::config::{Config, HostHeader, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::headers::{self, Peer};
+use crate::mirror::{Mirror, MirrorStats};
 use crate::route::{Route, RouteTable, normalize_path};
 use crate::upstream::{UpstreamClient, UpstreamError};
 
@@ -55,6 +57,10 @@ pub struct Proxy {
     settings: ServerSettings,
     /// Set when shutdown cut requests short, so their log lines say so.
     shutdown_cut: Arc<AtomicBool>,
+    /// Each route's mirror, by route index.
+    mirrors: Vec<Option<Mirror>>,
+    /// Mirror outcomes, all routes.
+    mirror_stats: Arc<MirrorStats>,
 }
 
 /// What routing decided.
@@ -112,14 +118,31 @@ impl Proxy {
                     name: u.name.clone(),
                 }),
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<ResolvedUpstream>, _>>()?;
+        let mirrors = config
+            .routes
+            .iter()
+            .map(|r| {
+                r.mirror.as_ref().and_then(|m| {
+                    let up = upstreams.get(m.upstream)?;
+                    Some(Mirror::new(up.name.clone(), up.url.clone(), m.clone()))
+                })
+            })
+            .collect();
         Ok(Arc::new(Proxy {
             routes: RouteTable::new(&config.routes),
+            mirrors,
+            mirror_stats: Arc::default(),
             upstreams,
             client: UpstreamClient::new(&config.client),
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
         }))
+    }
+
+    /// Mirror outcomes so far, all routes.
+    pub fn mirror_stats(&self) -> &Arc<MirrorStats> {
+        &self.mirror_stats
     }
 
     /// Live upstream connection counts.
@@ -328,8 +351,12 @@ impl Proxy {
         parts.uri = uri;
         parts.version = Version::HTTP_11;
 
-        let body = if http_body::Body::is_end_stream(&body) {
-            Either::Right(Empty::new())
+        // A mirror copy, if the route has one and a slot is free.
+        let mirror = self.mirrors[target.route.index]
+            .as_ref()
+            .and_then(|m| m.admit(&self.mirror_stats).map(|permit| (m, permit)));
+        let (body, mirror_body, branch) = if http_body::Body::is_end_stream(&body) {
+            (None, None, None)
         } else {
             if !parts.headers.contains_key(header::CONTENT_LENGTH) {
                 // Say so explicitly: for GET and HEAD, hyper would otherwise
@@ -341,11 +368,57 @@ impl Proxy {
             }
             let source =
                 IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
-            Either::Left(SourceBody::new(pull(
-                source,
-                RequestTally::new(record.counters().clone()),
-            )))
+            match &mirror {
+                Some((m, _)) => {
+                    let shared = share(
+                        source,
+                        ShareOptions {
+                            hwm: m.spec.hwm,
+                            ..ShareOptions::default()
+                        },
+                    );
+                    let primary = shared.consumer(ConsumerOptions::primary());
+                    let copy = shared.consumer(Mirror::branch());
+                    (
+                        Some(RequestSource::Shared(primary)),
+                        Some(RequestSource::Shared(copy)),
+                        Some(shared),
+                    )
+                }
+                None => (Some(RequestSource::Direct(source)), None, None),
+            }
         };
+        let body_log = match (target.route.body_log, &body) {
+            (Some(spec), Some(_)) => BodyLog::capture(
+                spec.request_bytes,
+                Direction::Request,
+                &parts.method,
+                &target.path,
+            ),
+            _ => BodyLog::off(),
+        };
+        let body = match body {
+            Some(source) => Either::Left(SourceBody::new(pull(
+                source,
+                body_log.then(RequestTally::new(record.counters().clone())),
+            ))),
+            None => Either::Right(Empty::new()),
+        };
+        if let Some((m, permit)) = mirror {
+            let copy = mirror_request(
+                &parts,
+                m,
+                target.route.forward_path(&target.path),
+                mirror_body,
+            );
+            m.spawn(
+                self.client.clone(),
+                copy,
+                branch,
+                permit,
+                Arc::clone(&self.mirror_stats),
+            );
+        }
         Ok(Request::from_parts(parts, body))
     }
 
@@ -417,6 +490,9 @@ impl Proxy {
                 self.settings.body_idle_timeout,
             ))
         };
+        let ask_method = ask
+            .as_ref()
+            .map_or_else(|| record.method().clone(), |a| a.method.clone());
         let chain = match ask {
             Some(ask) if !no_body => {
                 target
@@ -426,10 +502,19 @@ impl Proxy {
             }
             _ => ResponseChain::default(),
         };
+        let body_log = match target.route.body_log {
+            Some(spec) if !no_body => BodyLog::capture(
+                spec.response_bytes,
+                Direction::Response,
+                &ask_method,
+                &target.path,
+            ),
+            _ => BodyLog::off(),
+        };
         let log = ResponseLog::new(record, Outcome::Ok, !no_body);
         Ok(Response::from_parts(
             parts,
-            SourceBody::new(pull(source, chain.then(log))),
+            SourceBody::new(pull(source, body_log.then(chain).then(log))),
         ))
     }
 
@@ -444,7 +529,7 @@ impl Proxy {
         let log = ResponseLog::new(record, local.outcome, !head_only);
         let mut resp = Response::new(SourceBody::new(pull(
             ResponseSource::Local(once(Bytes::from_static(local.body.as_bytes()))),
-            ResponseChain::default().then(log),
+            BodyLog::off().then(ResponseChain::default()).then(log),
         )));
         *resp.status_mut() = local.status;
         resp.headers_mut().insert(
@@ -522,4 +607,44 @@ fn request_host(req: &Request<Incoming>) -> Result<Option<String>, Local> {
         return Err(bad_request("400 Bad Request: invalid Host\n"));
     }
     Ok(Some(raw))
+}
+
+/// A copy of the upstream request `parts` (headers already rewritten),
+/// aimed at mirror `m`, with `body` (a secondary branch of the client's
+/// body) or none.
+fn mirror_request(
+    parts: &http::request::Parts,
+    m: &Mirror,
+    forward_path: &str,
+    body: Option<RequestSource>,
+) -> Request<RequestBody> {
+    let mut path = String::with_capacity(m.url.base_path.len() + forward_path.len() + 32);
+    path.push_str(&m.url.base_path);
+    path.push_str(forward_path);
+    if let Some(q) = parts.uri.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    let uri = PathAndQuery::try_from(path).ok().and_then(|pq| {
+        Uri::builder()
+            .scheme(m.url.scheme.clone())
+            .authority(m.url.authority.clone())
+            .path_and_query(pq)
+            .build()
+            .ok()
+    });
+    let body = match body {
+        Some(source) => Either::Left(SourceBody::new(pull(
+            source,
+            BodyLog::off().then(RequestTally::new(Arc::default())),
+        ))),
+        None => Either::Right(Empty::new()),
+    };
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    // The primary's URI parts are valid, so this only fails on a path the
+    // primary request could not have had either.
+    *req.uri_mut() = uri.unwrap_or_else(|| parts.uri.clone());
+    *req.headers_mut() = parts.headers.clone();
+    req
 }

@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use weir_transform::chain::ChainSpec;
 
-use crate::config::{HostHeader, RouteSpec};
+use crate::config::{BodyLogSpec, HostHeader, MirrorSpec, RouteSpec};
 
 /// A route ready for matching.
 #[derive(Debug, Clone)]
@@ -32,6 +32,10 @@ pub struct Route {
     pub host_header: HostHeader,
     /// The response transforms.
     pub transforms: ChainSpec,
+    /// The shadow upstream requests are copied to, if any.
+    pub mirror: Option<MirrorSpec>,
+    /// How much of each body to log, if any.
+    pub body_log: Option<BodyLogSpec>,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -55,6 +59,8 @@ impl RouteTable {
                     upstream: s.upstream,
                     host_header: s.host_header,
                     transforms: s.transforms.clone(),
+                    mirror: s.mirror.clone(),
+                    body_log: s.body_log,
                 })
                 .collect(),
         }
@@ -177,6 +183,8 @@ mod tests {
                     upstream: i,
                     host_header: HostHeader::Preserve,
                     transforms: ChainSpec::default(),
+                    mirror: None,
+                    body_log: None,
                 })
                 .collect(),
         }

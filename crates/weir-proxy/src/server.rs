@@ -69,6 +69,11 @@ impl Server {
         Arc::clone(self.proxy.upstream_connections())
     }
 
+    /// Mirror outcomes so far (see [`crate::mirror`]).
+    pub fn mirror_stats(&self) -> Arc<crate::mirror::MirrorStats> {
+        Arc::clone(self.proxy.mirror_stats())
+    }
+
     /// Serves until `shutdown` resolves; then stops accepting, and lets
     /// in-flight requests finish for up to the configured grace period.
     ///

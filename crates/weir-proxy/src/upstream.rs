@@ -50,6 +50,13 @@ pub enum UpstreamError {
         /// The configured deadline, in ms.
         ms: u64,
     },
+    /// The request's body was a secondary branch of the client's body (a
+    /// mirror copy) that fell behind and was detached.
+    #[error("request to {authority} aborted: its body branch lagged and was detached")]
+    BodyDetached {
+        /// The upstream's host:port.
+        authority: String,
+    },
     /// The connection failed after it was established (reset, bad response, …).
     #[error("request to {authority} failed: {detail}")]
     Request {
@@ -150,6 +157,9 @@ impl UpstreamClient {
         authority: String,
     ) -> UpstreamError {
         let detail = error_chain(err);
+        if caused_by_lag(err) {
+            return UpstreamError::BodyDetached { authority };
+        }
         if err.is_connect() {
             match io_kind(err) {
                 Some(io::ErrorKind::ConnectionRefused) => {
@@ -165,6 +175,21 @@ impl UpstreamClient {
             UpstreamError::Request { authority, detail }
         }
     }
+}
+
+/// Whether a detached (lagging) body branch caused `err`.
+fn caused_by_lag(err: &(dyn StdError + 'static)) -> bool {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if matches!(
+            e.downcast_ref::<weir_stream::StreamError>(),
+            Some(weir_stream::StreamError::Lagged { .. })
+        ) {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The kind of the first I/O error in `err`'s source chain.

@@ -210,6 +210,13 @@ impl<S> Share<S> {
         lock(&self.shared.state).attached
     }
 
+    /// Number of secondary consumers detached for lagging so far. A
+    /// detached consumer learns it at its next poll; whoever drives it (a
+    /// mirror request, say) can watch this to stop at once instead.
+    pub fn lagged_count(&self) -> u64 {
+        lock(&self.shared.state).lagged
+    }
+
     /// Number of entries (batches) the ring holds (SHARE-005); at most the hwm.
     pub fn buffer_size(&self) -> usize {
         lock(&self.shared.state).entries.len()
@@ -525,6 +532,7 @@ impl<S> Shared<S> {
             token: options.token,
             token_watched: false,
             space_waiting: false,
+            lagged: 0,
         };
         let mut after = After::new();
         if let Some(reason) = state.token.as_ref().and_then(CancelToken::reason) {
@@ -602,6 +610,8 @@ struct State<S> {
     token_watched: bool,
     /// Whether a consumer waits for the ring to have room.
     space_waiting: bool,
+    /// Secondaries detached for lagging, since the start.
+    lagged: u64,
 }
 
 /// What a consumer's step produced.
@@ -807,6 +817,7 @@ impl<S> State<S> {
             // A lagging cursor is behind the tail, so its consumer is not
             // parked on the share: no wake-up is owed.
             self.detach(id, Link::Lagged);
+            self.lagged += 1;
         }
         self.trim();
     }

@@ -7,6 +7,7 @@
 
 mod duration;
 mod raw;
+mod side;
 mod transforms;
 mod validate;
 
@@ -144,6 +145,40 @@ pub struct RouteSpec {
     /// The response transforms (`transforms` and the `[route.<stage>]`
     /// tables), checked; empty when the route lists none.
     pub transforms: weir_transform::chain::ChainSpec,
+    /// `[route.mirror]`: a shadow upstream that gets a copy of each request.
+    pub mirror: Option<MirrorSpec>,
+    /// `[route.body_log]`: log the first bytes of bodies.
+    pub body_log: Option<BodyLogSpec>,
+}
+
+/// `[route.mirror]`: where and how a route's requests are copied.
+///
+/// The copy goes out in the background; its response is read and thrown
+/// away. Its request body is a *secondary* branch of the client's body
+/// (weir-stream `share()`): it never slows the primary request, and it is
+/// detached (the mirror request aborted) if it falls more than `hwm`
+/// batches behind.
+#[derive(Debug, Clone)]
+pub struct MirrorSpec {
+    /// Index into [`Config::upstreams`] of the shadow upstream.
+    pub upstream: usize,
+    /// Whole-exchange deadline for one mirror request (`timeout`, default 5 s).
+    pub timeout: Duration,
+    /// How far, in batches, the mirror's body may fall behind the primary's
+    /// before it is detached (`hwm`, default 16, 1..=1024).
+    pub hwm: usize,
+    /// Mirror requests in flight at once for this route; beyond it,
+    /// requests are not mirrored (`max_in_flight`, default 64, at least 1).
+    pub max_in_flight: usize,
+}
+
+/// `[route.body_log]`: how much of each body to log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLogSpec {
+    /// First bytes of the request body to log (`request_bytes`, default 1024; 0: none).
+    pub request_bytes: usize,
+    /// First bytes of the response body to log (`response_bytes`, default 1024; 0: none).
+    pub response_bytes: usize,
 }
 
 /// What a route sends upstream as `Host`.

@@ -121,6 +121,50 @@ pub(super) struct RawRoute {
     pub html_rewrite: Option<Spanned<weir_transform::html::HtmlRewriteSettings>>,
     pub coalesce: Option<Spanned<weir_transform::chain::CoalesceSettings>>,
     pub msgpack_json: Option<Spanned<weir_transform::msgpack::MsgpackJsonSettings>>,
+    pub mirror: Option<Spanned<RawMirror>>,
+    pub body_log: Option<Spanned<RawBodyLog>>,
+}
+
+/// `[route.mirror]`: a shadow upstream that gets a copy of each request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMirror {
+    pub upstream: Spanned<String>,
+    #[serde(with = "duration", default = "default_mirror_timeout")]
+    pub timeout: Duration,
+    #[serde(default = "default_mirror_hwm")]
+    pub hwm: Spanned<usize>,
+    #[serde(default = "default_mirror_in_flight")]
+    pub max_in_flight: Spanned<usize>,
+}
+
+fn default_mirror_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_mirror_hwm() -> Spanned<usize> {
+    Spanned::new(0..0, 16)
+}
+
+fn default_mirror_in_flight() -> Spanned<usize> {
+    Spanned::new(0..0, 64)
+}
+
+/// `[route.body_log]`: log the first bytes of request and response bodies.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawBodyLog {
+    pub request_bytes: usize,
+    pub response_bytes: usize,
+}
+
+impl Default for RawBodyLog {
+    fn default() -> Self {
+        RawBodyLog {
+            request_bytes: 1024,
+            response_bytes: 1024,
+        }
+    }
 }
 
 fn no_transforms() -> Spanned<Vec<Spanned<String>>> {

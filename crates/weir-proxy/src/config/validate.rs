@@ -11,6 +11,7 @@ use ipnet::IpNet;
 use toml::Spanned;
 
 use super::raw::{RawConfig, RawUpstream};
+use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
 use super::{
     ClientSettings, Config, ConfigError, RouteSpec, ServerSettings, Upstream, UpstreamTarget,
@@ -206,6 +207,8 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             ));
         }
         let transforms = route_transforms(i, r, &errors)?;
+        let mirror = route_mirror(i, r, &upstreams, &errors)?;
+        let body_log = route_body_log(r);
         routes.push(RouteSpec {
             host,
             path_prefix,
@@ -213,6 +216,8 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             upstream: index,
             host_header: r.host_header,
             transforms,
+            mirror,
+            body_log,
         });
     }
 

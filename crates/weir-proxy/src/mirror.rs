@@ -1,0 +1,192 @@
+//! `[route.mirror]`: a copy of each request to a shadow upstream, whose
+//! response is read and thrown away.
+//!
+//! The copy never delays or fails the primary request:
+//! - it is sent from a task of its own, after the primary is on its way;
+//! - its request body is a *secondary* consumer of the client's body
+//!   (weir-stream `share()` with [`ConsumerOptions::secondary`]): the primary
+//!   upstream sets the pace, and a mirror that falls more than `hwm` batches
+//!   behind is detached (`StreamError::Lagged`), which aborts the copy;
+//! - at most `max_in_flight` copies run at once per route; beyond that a
+//!   request is not mirrored (outcome `skipped`);
+//! - the whole exchange has a deadline (`timeout`).
+//!
+//! Every copy ends with one outcome, counted in [`MirrorStats`] and logged
+//! under the target `weir::mirror` at DEBUG.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::Request;
+use http_body_util::BodyExt as _;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use weir_stream::{ConsumerOptions, Share};
+
+use crate::body::{ClientBody, RequestBody};
+use crate::config::{MirrorSpec, UpstreamUrl};
+use crate::upstream::{UpstreamClient, UpstreamError};
+
+/// How one mirror copy ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorOutcome {
+    /// The shadow upstream answered; its body was read to the end.
+    Ok,
+    /// Connect or exchange failure.
+    Error,
+    /// The exchange missed `timeout`.
+    Timeout,
+    /// The copy's body fell more than `hwm` batches behind and was detached.
+    Detached,
+    /// `max_in_flight` copies were already running: not mirrored.
+    Skipped,
+}
+
+impl MirrorOutcome {
+    /// The outcome's name in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MirrorOutcome::Ok => "ok",
+            MirrorOutcome::Error => "error",
+            MirrorOutcome::Timeout => "timeout",
+            MirrorOutcome::Detached => "detached",
+            MirrorOutcome::Skipped => "skipped",
+        }
+    }
+
+    /// Every outcome, in a fixed order.
+    pub const ALL: [MirrorOutcome; 5] = [
+        MirrorOutcome::Ok,
+        MirrorOutcome::Error,
+        MirrorOutcome::Timeout,
+        MirrorOutcome::Detached,
+        MirrorOutcome::Skipped,
+    ];
+}
+
+/// Mirror outcomes, counted since the start, for every route.
+#[derive(Debug, Default)]
+pub struct MirrorStats {
+    counts: [AtomicU64; 5],
+}
+
+impl MirrorStats {
+    /// How many copies ended with `outcome`.
+    pub fn count(&self, outcome: MirrorOutcome) -> u64 {
+        self.counts[outcome as usize].load(Ordering::Relaxed)
+    }
+
+    fn record(&self, outcome: MirrorOutcome) {
+        self.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A route's mirror, ready to copy requests.
+#[derive(Debug, Clone)]
+pub struct Mirror {
+    /// The shadow upstream's name, for logs.
+    pub name: String,
+    /// Where copies go.
+    pub url: UpstreamUrl,
+    /// Deadline and branch settings.
+    pub spec: MirrorSpec,
+    in_flight: Arc<Semaphore>,
+}
+
+impl Mirror {
+    /// A mirror to `url` (named `name`) with `spec`.
+    pub fn new(name: String, url: UpstreamUrl, spec: MirrorSpec) -> Self {
+        let permits = spec.max_in_flight.min(Semaphore::MAX_PERMITS);
+        Mirror {
+            name,
+            url,
+            spec,
+            in_flight: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    /// A slot for one copy, or `None` (and a `skipped` count) when
+    /// `max_in_flight` copies are running.
+    pub fn admit(&self, stats: &MirrorStats) -> Option<OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.in_flight).try_acquire_owned().ok();
+        if permit.is_none() {
+            stats.record(MirrorOutcome::Skipped);
+            tracing::debug!(target: "weir::mirror", mirror = %self.name, outcome = "skipped");
+        }
+        permit
+    }
+
+    /// The options of the copy's body branch.
+    pub fn branch() -> ConsumerOptions {
+        ConsumerOptions::secondary()
+    }
+
+    /// Sends `req` (already aimed at this mirror) in the background, reads
+    /// and drops the response, and counts the outcome.
+    ///
+    /// `branch` is the share the copy's body is a secondary consumer of:
+    /// the copy is dropped (its connection closed) as soon as that consumer
+    /// is detached for lagging, rather than when its request next polls it
+    /// (which, towards a shadow that stopped reading, may be never).
+    pub fn spawn(
+        &self,
+        client: UpstreamClient,
+        req: Request<RequestBody>,
+        branch: Option<Share<ClientBody>>,
+        permit: OwnedSemaphorePermit,
+        stats: Arc<MirrorStats>,
+    ) {
+        let timeout = self.spec.timeout;
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let outcome = tokio::select! {
+                outcome = exchange(&client, req, timeout) => outcome,
+                () = detached(branch) => MirrorOutcome::Detached,
+            };
+            stats.record(outcome);
+            tracing::debug!(target: "weir::mirror", mirror = %name, outcome = outcome.as_str());
+        });
+    }
+}
+
+/// Resolves once the copy's branch of `share` has been detached for
+/// lagging; never without a share (a copy without a body).
+async fn detached(share: Option<Share<ClientBody>>) {
+    let Some(share) = share else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval(DETACH_CHECK);
+    loop {
+        tick.tick().await;
+        if share.lagged_count() > 0 {
+            return;
+        }
+    }
+}
+
+/// How often a copy checks whether its body branch was detached.
+const DETACH_CHECK: Duration = Duration::from_millis(20);
+
+/// One copy: send, then read the body to its end, all within `timeout`.
+async fn exchange(
+    client: &UpstreamClient,
+    req: Request<RequestBody>,
+    timeout: Duration,
+) -> MirrorOutcome {
+    let run = async {
+        let resp = client.send(req).await.map_err(|e| match e {
+            UpstreamError::BodyDetached { .. } => MirrorOutcome::Detached,
+            _ => MirrorOutcome::Error,
+        })?;
+        let mut body = resp.into_body();
+        while let Some(frame) = body.frame().await {
+            frame.map_err(|_| MirrorOutcome::Error)?;
+        }
+        Ok::<_, MirrorOutcome>(MirrorOutcome::Ok)
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(Ok(outcome) | Err(outcome)) => outcome,
+        Err(_) => MirrorOutcome::Timeout,
+    }
+}
