@@ -350,6 +350,15 @@ impl Proxy {
 
         parts.uri = uri;
         parts.version = Version::HTTP_11;
+        if parts.method == Method::HEAD {
+            // A response to HEAD has no content (RFC 9110 §9.3.2), so hyper
+            // reads none; an upstream that sends some anyway, late, would
+            // have it read as the next request's response on a pooled
+            // connection. Closing after a HEAD (RFC 9112 §9.6) rules that out.
+            parts
+                .headers
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
 
         // A mirror copy, if the route has one and a slot is free.
         let mirror = self.mirrors[target.route.index]
