@@ -266,3 +266,85 @@ fn body_log_writes_the_first_bytes_of_each_body_and_no_more() {
         "{response}"
     );
 }
+
+/// Writes `total` bytes as a chunked upload to `addr` (a raw HTTP/1.1
+/// request), then reads the response; returns it as text.
+fn chunked_upload(addr: SocketAddr, path: &str, total: u64, limit: Duration) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(limit)).expect("timeout");
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: weir.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )
+    .expect("head");
+    let chunk = vec![b'm'; 256 * 1024];
+    let mut sent = 0u64;
+    while sent < total {
+        let n = (total - sent).min(chunk.len() as u64) as usize;
+        write!(s, "{n:x}\r\n").expect("size");
+        s.write_all(&chunk[..n]).expect("data");
+        s.write_all(b"\r\n").expect("crlf");
+        sent += n as u64;
+    }
+    s.write_all(b"0\r\n\r\n").expect("end");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn a_1gib_upload_and_a_1gib_download_with_a_stalled_mirror_keep_rss_under_64mb() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let origin = rt.block_on(start_origin());
+    let shadow = rt.block_on(stalled_upstream(Duration::from_secs(120)));
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{}\"\n\n[[upstream]]\nname = \"shadow\"\nurl = \"http://{shadow}\"\n\n\
+         [[route]]\nupstream = \"app\"\n[route.mirror]\nupstream = \"shadow\"\ntimeout = \"60s\"\n",
+        origin.addr
+    );
+    let weir = WeirProcess::start(&config);
+    const GIB: u64 = 1 << 30;
+
+    // Upload: the copy's body branch stalls at once (the shadow never
+    // reads); the primary must still stream the whole GiB to /echo.
+    let started = Instant::now();
+    let reply = chunked_upload(weir.addr, "/echo", GIB, Duration::from_secs(120));
+    let upload_took = started.elapsed();
+    assert!(
+        reply.starts_with("HTTP/1.1 200"),
+        "{}",
+        &reply[..reply.len().min(300)]
+    );
+    assert!(
+        reply.contains(&format!("\"body_len\":{GIB}")),
+        "{}",
+        &reply[..reply.len().min(600)]
+    );
+
+    // Download: the copy of a GET has no body; the shadow never answers.
+    let started = Instant::now();
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download}",
+        &weir.url(&format!("/bytes/{GIB}")),
+    ]);
+    let download_took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), GIB.to_string());
+
+    let peak = weir.peak_rss();
+    eprintln!(
+        "stalled mirror: 1 GiB upload in {upload_took:?}, 1 GiB download in {download_took:?}; \
+         proxy peak RSS {:.1} MB",
+        peak as f64 / 1e6
+    );
+    assert!(peak < 64 * 1024 * 1024, "peak RSS {peak} bytes");
+}
