@@ -11,10 +11,17 @@
 //!
 //! Lines go to `tracing` under the target `weir::body` at INFO, with the
 //! fields `direction` (`request` or `response`), `method`, `path`,
-//! `captured` (bytes), `complete` (the whole body fit in the limit) and
-//! `body` (the bytes, as text with non-printable bytes escaped).
+//! `captured` (bytes), `end` (`complete`: the body ended and all of it is
+//! in the line; `truncated`: it was longer than the limit; `aborted`: it
+//! failed or was abandoned before its end), `complete` (`end` is
+//! `complete` and no write was dropped), `dropped` (the branch was full
+//! and dropped a write, so `body` has a gap) and `body` (the bytes, as
+//! text with non-printable bytes escaped). A line is written once the
+//! body ends or the limit is passed.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use bytes::Bytes;
 use weir_stream::{
@@ -53,6 +60,30 @@ pub struct BodyLog {
 struct Capture {
     writer: Option<Writer>,
     remaining: usize,
+    fate: Arc<Fate>,
+}
+
+/// How a captured body ended, shared by the stage and its log task.
+#[derive(Debug, Default)]
+struct Fate {
+    /// [`END_OPEN`], [`END_COMPLETE`], [`END_TRUNCATED`] or [`END_ABORTED`].
+    end: AtomicU8,
+    dropped: AtomicBool,
+}
+
+const END_OPEN: u8 = 0;
+const END_COMPLETE: u8 = 1;
+const END_TRUNCATED: u8 = 2;
+const END_ABORTED: u8 = 3;
+
+impl Fate {
+    fn end_name(&self) -> &'static str {
+        match self.end.load(Ordering::Acquire) {
+            END_COMPLETE => "complete",
+            END_TRUNCATED => "truncated",
+            _ => "aborted",
+        }
+    }
 }
 
 impl BodyLog {
@@ -72,24 +103,35 @@ impl BodyLog {
             policy: Backpressure::DropNewest,
             token: None,
         });
+        let fate = Arc::new(Fate::default());
         let line = LineHead {
             direction,
             method: method.to_string(),
             path: path.to_owned(),
-            limit,
+            fate: Arc::clone(&fate),
         };
         tokio::spawn(log_branch(readable, line));
         BodyLog {
             capture: Some(Capture {
                 writer: Some(writer),
                 remaining: limit,
+                fate,
             }),
         }
     }
 
-    /// Ends the branch: what was captured goes to the log.
-    fn close(&mut self) {
-        if let Some(writer) = self.capture.as_mut().and_then(|c| c.writer.take()) {
+    /// Ends the branch with `end` (the first end recorded wins): what was
+    /// captured goes to the log.
+    fn close(&mut self, end: u8) {
+        let Some(capture) = self.capture.as_mut() else {
+            return;
+        };
+        let _ =
+            capture
+                .fate
+                .end
+                .compare_exchange(END_OPEN, end, Ordering::AcqRel, Ordering::Acquire);
+        if let Some(writer) = capture.writer.take() {
             // The branch may be gone (its task ended); nothing to do then.
             let _ = writer.end();
         }
@@ -106,33 +148,39 @@ impl Transform for BodyLog {
             return Ok(input);
         };
         match &input {
-            Some(batch) if capture.remaining > 0 => {
+            Some(batch) if capture.writer.is_some() => {
                 let mut taken = Batch::new();
+                let mut left_over = false;
                 for chunk in batch.chunks() {
                     let take = chunk.len().min(capture.remaining);
-                    if take == 0 {
-                        break;
+                    if take < chunk.len() {
+                        left_over = true;
                     }
-                    taken.push(chunk.slice(..take));
-                    capture.remaining -= take;
+                    if take > 0 {
+                        taken.push(chunk.slice(..take));
+                        capture.remaining -= take;
+                    }
                 }
-                if let Some(writer) = &capture.writer {
+                if !taken.is_empty()
+                    && let Some(writer) = &capture.writer
+                    && !writer.try_writev(taken)
+                {
                     // drop-newest: a full branch drops this write, never waits.
-                    let _ = writer.try_writev(taken);
+                    capture.fate.dropped.store(true, Ordering::Release);
                 }
-                if capture.remaining == 0 {
-                    self.close();
+                if left_over {
+                    self.close(END_TRUNCATED);
                 }
             }
             Some(_) => {}
-            None => self.close(),
+            None => self.close(END_COMPLETE),
         }
         Ok(input)
     }
 
     fn abort(&mut self, _reason: &StreamError) {
         // Log what was seen: a failed or abandoned body is when one wants it most.
-        self.close();
+        self.close(END_ABORTED);
     }
 
     fn size_hint(&self, upstream: http_body::SizeHint) -> http_body::SizeHint {
@@ -145,7 +193,7 @@ struct LineHead {
     direction: Direction,
     method: String,
     path: String,
-    limit: usize,
+    fate: Arc<Fate>,
 }
 
 /// Reads the branch to its end and writes the line.
@@ -165,7 +213,7 @@ async fn log_branch(mut readable: Readable, head: LineHead) {
             Err(_) => break,
         }
     }
-    let mut text = String::with_capacity(len.min(head.limit) + 16);
+    let mut text = String::with_capacity(len + 16);
     for chunk in &captured {
         escape_into(&mut text, chunk);
     }
@@ -175,7 +223,10 @@ async fn log_branch(mut readable: Readable, head: LineHead) {
         method = %head.method,
         path = %head.path,
         captured = len,
-        complete = len < head.limit,
+        end = head.fate.end_name(),
+        complete = head.fate.end.load(Ordering::Acquire) == END_COMPLETE
+            && !head.fate.dropped.load(Ordering::Acquire),
+        dropped = head.fate.dropped.load(Ordering::Acquire),
         body = %text,
     );
 }
@@ -220,7 +271,27 @@ mod tests {
         assert_eq!(out.byte_len(), 8);
         let capture = stage.capture.as_ref().expect("on");
         assert_eq!(capture.remaining, 0);
-        assert!(capture.writer.is_none(), "closed once the limit is reached");
+        assert!(capture.writer.is_none(), "closed once the limit is passed");
+        assert_eq!(capture.fate.end_name(), "truncated");
+    }
+
+    #[tokio::test]
+    async fn a_body_of_exactly_the_limit_is_complete_and_an_abort_is_not() {
+        let mut stage = BodyLog::capture(3, Direction::Response, &http::Method::GET, "/x");
+        stage.transform(Some(Batch::one("abc"))).expect("ok");
+        stage.transform(None).expect("ok");
+        assert_eq!(
+            stage.capture.as_ref().expect("on").fate.end_name(),
+            "complete"
+        );
+
+        let mut stage = BodyLog::capture(10, Direction::Request, &http::Method::POST, "/x");
+        stage.transform(Some(Batch::one("abc"))).expect("ok");
+        stage.abort(&StreamError::aborted("client left"));
+        assert_eq!(
+            stage.capture.as_ref().expect("on").fate.end_name(),
+            "aborted"
+        );
     }
 
     #[test]

@@ -502,8 +502,11 @@ impl Proxy {
         let ask_method = ask
             .as_ref()
             .map_or_else(|| record.method().clone(), |a| a.method.clone());
+        // HEAD and 304 get the head edits of the stages (not the stages):
+        // the same fields as the GET / the 200 they stand for.
+        let plan_head = !no_body || head_only || status == StatusCode::NOT_MODIFIED;
         let chain = match ask {
-            Some(ask) if !no_body => {
+            Some(ask) if plan_head => {
                 target
                     .route
                     .transforms

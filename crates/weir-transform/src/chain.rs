@@ -134,11 +134,11 @@ impl StageSpec {
 #[non_exhaustive]
 pub enum ChainError {
     /// A stage is listed twice.
-    #[error("transform {0:?} is listed twice")]
+    #[error("transform \"{0}\" is listed twice")]
     Duplicate(StageName),
     /// A stage that reads the body as text or msgpack comes after `compress`,
     /// so it would see compressed bytes.
-    #[error("transform {0:?} must come before \"compress\": after it, the body is compressed")]
+    #[error("transform \"{0}\" must come before \"compress\": after it, the body is compressed")]
     AfterCompress(StageName),
     /// `coalesce` bounds out of range.
     #[error(
@@ -216,9 +216,12 @@ impl ChainSpec {
     /// `method` and `request_headers` are the client's; `status` and
     /// `response_headers` the upstream's response, after the proxy's own
     /// header rules. Stages are planned in order, each seeing the head as
-    /// the stages before it left it. A response without a body (`HEAD`,
-    /// 1xx, 204, 304) gets no stage; neither does a 206 (a part of a
-    /// representation cannot be rewritten or compressed on its own).
+    /// the stages before it left it. A `HEAD` gets the head edits a `GET`
+    /// would get, and no stage (RFC 9110 §9.3.2); a `304` gets the `Vary`
+    /// and weakened `ETag` of the `200` it stands for; 1xx, 204 and 206 (a
+    /// part of a representation cannot be rewritten or compressed on its
+    /// own) get nothing. `Cache-Control: no-transform` keeps `html-rewrite`
+    /// and `msgpack-json` away (RFC 9110 §7.7), as it does `compress`.
     ///
     /// - `coalesce` is skipped when the upstream sent
     ///   `X-Accel-Buffering: no` (the nginx convention for "do not hold").
@@ -238,15 +241,28 @@ impl ChainSpec {
         response_headers: &mut HeaderMap,
     ) -> ResponseChain {
         let mut stages = Vec::new();
-        if self.stages.is_empty() || !has_body(method, status) {
+        if self.stages.is_empty() {
             return ResponseChain { stages };
         }
+        // A HEAD gets the head a GET would get (RFC 9110 §9.3.2: the same
+        // fields), so the stages are planned as for a GET and then dropped.
+        let head_only = *method == Method::HEAD;
+        let method = if head_only { &Method::GET } else { method };
+        if !has_body(method, status) {
+            if status == StatusCode::NOT_MODIFIED {
+                self.not_modified(response_headers);
+            }
+            return ResponseChain { stages };
+        }
+        let no_transform = no_transform(response_headers);
         for spec in &self.stages {
             let stage = match spec {
                 StageSpec::Coalesce(c) => (!no_buffering(response_headers))
                     .then(|| Stage::Coalesce(weir_stream::coalesce(c.min_bytes, c.max_bytes))),
                 // Settings that change nothing cost a parse for nothing: skip.
                 StageSpec::HtmlRewrite(settings) if settings.is_noop() => None,
+                // RFC 9110 §7.7: an intermediary must not change the content.
+                StageSpec::HtmlRewrite(_) | StageSpec::MsgpackJson(_) if no_transform => None,
                 StageSpec::HtmlRewrite(settings) => html::rewritable(response_headers).map(|enc| {
                     content_changes(response_headers);
                     Stage::Html(HtmlRewrite::new(Arc::clone(settings), enc))
@@ -276,7 +292,28 @@ impl ChainSpec {
             };
             stages.extend(stage);
         }
+        if head_only {
+            stages.clear();
+        }
         ResponseChain { stages }
+    }
+
+    /// The head edits for a `304`: it stands for the `200` the client
+    /// cached, which went through this chain, so it carries the same `Vary`
+    /// and the same (weakened) validator (RFC 9110 §15.4.5).
+    fn not_modified(&self, response_headers: &mut HeaderMap) {
+        let changes_content = self.stages.iter().any(|s| {
+            matches!(
+                s.name(),
+                StageName::Compress | StageName::HtmlRewrite | StageName::MsgpackJson
+            )
+        });
+        if self.stages.iter().any(|s| s.name() == StageName::Compress) {
+            add_vary_accept_encoding(response_headers);
+        }
+        if changes_content && !no_transform(response_headers) {
+            weaken_etag(response_headers);
+        }
     }
 }
 
@@ -297,6 +334,30 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
         return None;
     }
     first.to_str().ok()?.parse().ok()
+}
+
+/// `Cache-Control: no-transform` (RFC 9111 §5.2.2.6).
+fn no_transform(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
+}
+
+/// Adds `Accept-Encoding` to `Vary`, unless it is listed or `Vary: *`.
+fn add_vary_accept_encoding(headers: &mut HeaderMap) {
+    let listed = headers
+        .get_all(header::VARY)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|f| f == "*" || f.eq_ignore_ascii_case("accept-encoding"));
+    if !listed {
+        headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
 }
 
 /// `X-Accel-Buffering: no` (nginx's convention).

@@ -37,8 +37,24 @@ pub struct MsgpackJsonSettings {
     /// at about 4 KiB per level in an unoptimized build and under 256 bytes
     /// in a release build. Default 256, which keeps even a debug build well
     /// inside a 2 MiB thread stack (tokio's default for its workers); 512
-    /// overflows one in a debug build.
+    /// overflows one in a debug build. It is also the largest value
+    /// accepted ([`MAX_DEPTH`]): a deeper limit would let a few bytes of
+    /// input overflow a worker's stack, which aborts the whole process.
+    #[serde(deserialize_with = "de_max_depth")]
     pub max_depth: usize,
+}
+
+/// The largest `max_depth` accepted.
+pub const MAX_DEPTH: usize = 256;
+
+fn de_max_depth<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let depth = usize::deserialize(d)?;
+    if depth == 0 || depth > MAX_DEPTH {
+        return Err(serde::de::Error::custom(format!(
+            "{depth} is out of range: expected 1 to {MAX_DEPTH} (deeper nesting would risk a stack overflow)"
+        )));
+    }
+    Ok(depth)
 }
 
 impl Default for MsgpackJsonSettings {
@@ -268,7 +284,7 @@ fn decode_line(
         rd.is_empty(),
         "the scanner and rmpv disagree on a value's end"
     );
-    json::write_line(out, &value)?;
+    json::write_line(out, &value, json::output_budget(bytes.len()))?;
     Ok(())
 }
 

@@ -193,3 +193,59 @@ fn a_failing_stage_is_named_in_the_error() {
     assert_eq!(stage.stage, StageName::MsgpackJson);
     assert!(err.to_string().contains("msgpack-json"), "{err}");
 }
+
+fn compress_chain() -> ChainSpec {
+    ChainSpec::new(vec![StageSpec::Compress(Arc::new(
+        CompressSettings::default(),
+    ))])
+    .expect("valid")
+}
+
+#[test]
+fn a_head_gets_the_head_a_get_would_get_and_no_stage() {
+    let spec = compress_chain();
+    let fields = [
+        ("content-type", "text/html"),
+        ("content-length", "5000"),
+        ("etag", "\"v1\""),
+        ("accept-ranges", "bytes"),
+    ];
+    let mut get = head(&fields);
+    assert_eq!(
+        plan(&spec, Method::GET, 200, &mut get),
+        [StageName::Compress]
+    );
+    let mut head_resp = head(&fields);
+    assert!(plan(&spec, Method::HEAD, 200, &mut head_resp).is_empty());
+    assert_eq!(get, head_resp, "HEAD and GET heads differ");
+    assert_eq!(head_resp[header::CONTENT_ENCODING], "gzip");
+}
+
+#[test]
+fn a_304_carries_the_vary_and_weak_validator_of_the_200() {
+    let spec = compress_chain();
+    let mut resp = head(&[("etag", "\"v1\"")]);
+    assert!(plan(&spec, Method::GET, 304, &mut resp).is_empty());
+    assert_eq!(resp[header::ETAG], "W/\"v1\"");
+    assert_eq!(resp[header::VARY], "Accept-Encoding");
+}
+
+#[test]
+fn no_transform_keeps_content_stages_away() {
+    let spec = ChainSpec::new(vec![
+        StageSpec::HtmlRewrite(Arc::new(
+            toml::from_str::<HtmlRewriteSettings>("inject_body_end = \"<i>x</i>\"").expect("ok"),
+        )),
+        StageSpec::MsgpackJson(MsgpackJsonSettings::default()),
+    ])
+    .expect("valid");
+    for ct in ["text/html", "application/msgpack"] {
+        let mut resp = head(&[
+            ("content-type", ct),
+            ("cache-control", "public, no-transform"),
+        ]);
+        assert!(plan(&spec, Method::GET, 200, &mut resp).is_empty(), "{ct}");
+        let mut resp = head(&[("content-type", ct)]);
+        assert_eq!(plan(&spec, Method::GET, 200, &mut resp).len(), 1, "{ct}");
+    }
+}

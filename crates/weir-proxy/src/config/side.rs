@@ -73,15 +73,38 @@ fn check_range(
     Ok(())
 }
 
-/// `[route.body_log]`, as given (every value is valid; 0 turns a side off).
-pub(super) fn route_body_log(r: &RawRoute) -> Option<BodyLogSpec> {
-    r.body_log.as_ref().map(|b| {
-        let b = b.get_ref();
-        BodyLogSpec {
-            request_bytes: b.request_bytes,
-            response_bytes: b.response_bytes,
+/// Largest `[route.body_log]` limit, in bytes (1 MiB): a log line is not
+/// a place for whole bodies.
+pub const MAX_BODY_LOG_BYTES: usize = 1 << 20;
+
+/// `[route.body_log]`, checked: each limit at most [`MAX_BODY_LOG_BYTES`]
+/// (0 turns a side off).
+pub(super) fn route_body_log(
+    i: usize,
+    r: &RawRoute,
+    errors: &Errors<'_>,
+) -> Result<Option<BodyLogSpec>, ConfigError> {
+    let Some(b) = &r.body_log else {
+        return Ok(None);
+    };
+    let span = b.span();
+    let b = b.get_ref();
+    for (key, v) in [
+        ("request_bytes", b.request_bytes),
+        ("response_bytes", b.response_bytes),
+    ] {
+        if v > MAX_BODY_LOG_BYTES {
+            return Err(errors.at(
+                span.clone(),
+                format!("route[{i}].body_log.{key}"),
+                format!("{v} is out of range: expected 0 to {MAX_BODY_LOG_BYTES} (1 MiB)"),
+            ));
         }
-    })
+    }
+    Ok(Some(BodyLogSpec {
+        request_bytes: b.request_bytes,
+        response_bytes: b.response_bytes,
+    }))
 }
 
 #[cfg(test)]
@@ -113,7 +136,7 @@ mod tests {
     #[test]
     fn mirror_to_an_unknown_or_own_upstream_is_refused() {
         let e = parse("[route.mirror]\nupstream = \"nope\"\n").expect_err("unknown");
-        assert!(e.starts_with("t.toml:10:"), "{e}");
+        assert!(e.starts_with("t.toml:12:"), "{e}");
         assert!(e.contains("route[0].mirror.upstream"), "{e}");
         let e = parse("[route.mirror]\nupstream = \"app\"\n").expect_err("own");
         assert!(e.contains("sent twice"), "{e}");
@@ -123,7 +146,14 @@ mod tests {
     fn mirror_hwm_out_of_range_names_the_key() {
         let e = parse("[route.mirror]\nupstream = \"shadow\"\nhwm = 0\n").expect_err("hwm");
         assert!(e.contains("route[0].mirror.hwm"), "{e}");
-        assert!(e.starts_with("t.toml:11:"), "{e}");
+        assert!(e.starts_with("t.toml:13:"), "{e}");
+    }
+
+    #[test]
+    fn body_log_limit_is_capped() {
+        let e =
+            parse("[route.body_log]\nresponse_bytes = 18446744073709551615\n").expect_err("cap");
+        assert!(e.contains("route[0].body_log.response_bytes"), "{e}");
     }
 
     #[test]

@@ -208,7 +208,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         }
         let transforms = route_transforms(i, r, &errors)?;
         let mirror = route_mirror(i, r, &upstreams, &errors)?;
-        let body_log = route_body_log(r);
+        let body_log = route_body_log(i, r, &errors)?;
         routes.push(RouteSpec {
             host,
             path_prefix,

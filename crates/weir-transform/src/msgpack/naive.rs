@@ -81,7 +81,7 @@ impl NaiveMsgpackToJsonLines {
                             offset: start,
                         });
                     }
-                    json::write_line(out, &value)?;
+                    json::write_line(out, &value, json::output_budget(len))?;
                     used += len;
                 }
                 // Not enough bytes yet: wait for more, then start over.
