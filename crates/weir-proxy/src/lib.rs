@@ -16,11 +16,13 @@
 //! ```
 
 pub mod access_log;
+pub mod admin;
 pub mod body;
 pub mod config;
 pub mod counted;
 pub mod headers;
 mod io;
+pub mod metrics;
 pub mod proxy;
 pub mod route;
 pub mod server;
