@@ -4,6 +4,12 @@
 //! Lines go to `tracing` under the target `weir::access` at INFO, with the
 //! fields `method`, `path`, `status`, `bytes_in`, `bytes_out`,
 //! `duration_ms`, `upstream`, `outcome`, `peer` and, for failures, `reason`.
+//!
+//! The same moment counts the request in the proxy's [`Metrics`], when the
+//! record was given them ([`AccessRecord::count_into`]): once per request.
+//! A record dropped unwritten (the client went away before any response
+//! was made, so hyper dropped the request's future) is written then, as
+//! `client_aborted` with status 0.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -15,6 +21,7 @@ use weir_stream::{Batch, StreamError, Transform};
 use weir_transform::chain::StageError;
 
 use crate::body::BodyIdleTimeout;
+use crate::metrics::{InFlight, Metrics, RequestSample};
 
 /// How a request ended, as the access log names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +117,12 @@ pub struct AccessRecord {
     pub reason: Option<String>,
     counters: Arc<RequestCounters>,
     shutdown_cut: Arc<AtomicBool>,
+    /// Where the finished request is counted, and its `route` label.
+    metrics: Option<(Arc<Metrics>, Arc<String>)>,
+    /// Keeps the upstream request in flight until the record is written.
+    in_flight: Option<InFlight>,
+    /// Whether the line was written.
+    done: bool,
 }
 
 impl AccessRecord {
@@ -126,6 +139,9 @@ impl AccessRecord {
             reason: None,
             counters: Arc::new(RequestCounters::default()),
             shutdown_cut,
+            metrics: None,
+            in_flight: None,
+            done: false,
         }
     }
 
@@ -134,13 +150,29 @@ impl AccessRecord {
         &self.method
     }
 
+    /// Counts the finished request into `metrics` under the `route` label
+    /// (replacing any earlier label: the proxy sets one before routing and
+    /// the matched route's after).
+    pub fn count_into(&mut self, metrics: Arc<Metrics>, route: Arc<String>) {
+        self.metrics = Some((metrics, route));
+    }
+
+    /// Holds `in_flight` until the line is written (the response ended).
+    pub fn hold_in_flight(&mut self, in_flight: InFlight) {
+        self.in_flight = Some(in_flight);
+    }
+
     /// The counters the request-body side fills.
     pub fn counters(&self) -> &Arc<RequestCounters> {
         &self.counters
     }
 
-    /// Writes the line.
-    pub fn emit(&self, outcome: Outcome, bytes_out: u64) {
+    /// Writes the line and counts the request; a second call does nothing.
+    pub fn emit(&mut self, outcome: Outcome, bytes_out: u64) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        self.in_flight = None;
         let failed = !matches!(
             outcome,
             Outcome::Ok | Outcome::NoRoute | Outcome::BadRequest
@@ -152,19 +184,39 @@ impl AccessRecord {
         } else {
             outcome
         };
+        let duration = self.start.elapsed();
+        let bytes_in = self.counters.bytes_in.load(Ordering::Relaxed);
+        if let Some((metrics, route)) = &self.metrics {
+            metrics.record_request(&RequestSample {
+                route,
+                status: self.status,
+                outcome,
+                bytes_in,
+                bytes_out,
+                duration,
+            });
+        }
         tracing::info!(
             target: "weir::access",
             method = %self.method,
             path = %self.path,
             status = self.status,
-            bytes_in = self.counters.bytes_in.load(Ordering::Relaxed),
+            bytes_in,
             bytes_out,
-            duration_ms = self.start.elapsed().as_millis() as u64,
+            duration_ms = duration.as_millis() as u64,
             upstream = self.upstream.as_deref().unwrap_or("-"),
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),
         );
+    }
+}
+
+impl Drop for AccessRecord {
+    fn drop(&mut self) {
+        // Unwritten: the request's future was dropped before a response
+        // (and its log stage) was made, because the client went away.
+        self.emit(Outcome::ClientAborted, 0);
     }
 }
 

@@ -16,12 +16,14 @@
 //! ```
 
 pub mod access_log;
+pub mod admin;
 pub mod body;
 pub mod body_log;
 pub mod config;
 pub mod counted;
 pub mod headers;
 mod io;
+pub mod metrics;
 pub mod mirror;
 pub mod proxy;
 pub mod route;

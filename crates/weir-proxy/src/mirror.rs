@@ -25,6 +25,7 @@ use weir_stream::{ConsumerOptions, Share};
 
 use crate::body::{ClientBody, RequestBody};
 use crate::config::{MirrorSpec, UpstreamUrl};
+use crate::metrics::Metrics;
 use crate::upstream::{UpstreamClient, UpstreamError};
 
 /// How one mirror copy ended.
@@ -64,13 +65,24 @@ impl MirrorOutcome {
     ];
 }
 
-/// Mirror outcomes, counted since the start, for every route.
+/// Mirror outcomes, counted since the start, for every route (and into
+/// the proxy's metrics, when given).
 #[derive(Debug, Default)]
 pub struct MirrorStats {
     counts: [AtomicU64; 5],
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl MirrorStats {
+    /// Counts that also go to `metrics` (`weir_mirror_requests_total`, and
+    /// `weir_share_lag_detaches_total{branch="mirror"}` for detaches).
+    pub fn with_metrics(metrics: Arc<Metrics>) -> Self {
+        MirrorStats {
+            counts: Default::default(),
+            metrics: Some(metrics),
+        }
+    }
+
     /// How many copies ended with `outcome`.
     pub fn count(&self, outcome: MirrorOutcome) -> u64 {
         self.counts[outcome as usize].load(Ordering::Relaxed)
@@ -78,6 +90,12 @@ impl MirrorStats {
 
     fn record(&self, outcome: MirrorOutcome) {
         self.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(metrics) = &self.metrics {
+            metrics.mirror_request(outcome);
+            if outcome == MirrorOutcome::Detached {
+                metrics.share_lag_detach("mirror");
+            }
+        }
     }
 }
 

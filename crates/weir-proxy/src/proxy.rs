@@ -23,6 +23,7 @@ use crate::body_log::{BodyLog, Direction};
 use crate::config::strip_port;
 use crate::config::{Config, HostHeader, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::headers::{self, Peer};
+use crate::metrics::{self, Metrics};
 use crate::mirror::{Mirror, MirrorStats};
 use crate::route::{Route, RouteTable, normalize_path};
 use crate::upstream::{UpstreamClient, UpstreamError};
@@ -61,6 +62,9 @@ pub struct Proxy {
     mirrors: Vec<Option<Mirror>>,
     /// Mirror outcomes, all routes.
     mirror_stats: Arc<MirrorStats>,
+    metrics: Arc<Metrics>,
+    /// The `route` label of each route, by index; then [`metrics::NO_ROUTE`].
+    route_labels: Vec<Arc<String>>,
 }
 
 /// What routing decided.
@@ -106,7 +110,7 @@ impl Proxy {
     /// # Errors
     /// [`ProxyError::UnresolvedEmbedded`] if an upstream is still `Embedded`.
     pub fn new(config: &Config) -> Result<Arc<Proxy>, ProxyError> {
-        let upstreams = config
+        let upstreams: Vec<ResolvedUpstream> = config
             .upstreams
             .iter()
             .map(|u| match &u.target {
@@ -119,6 +123,19 @@ impl Proxy {
                 }),
             })
             .collect::<Result<Vec<ResolvedUpstream>, _>>()?;
+        let client = UpstreamClient::new(&config.client);
+        let authorities = upstreams
+            .iter()
+            .map(|u| u.url.authority.to_string())
+            .collect();
+        let metrics = Arc::new(Metrics::new(Arc::clone(client.connections()), authorities));
+        let route_labels = config
+            .routes
+            .iter()
+            .map(|r| metrics::route_label(r.host.as_deref(), &r.path_prefix))
+            .chain([metrics::NO_ROUTE.to_owned()])
+            .map(Arc::new)
+            .collect();
         let mirrors = config
             .routes
             .iter()
@@ -132,9 +149,11 @@ impl Proxy {
         Ok(Arc::new(Proxy {
             routes: RouteTable::new(&config.routes),
             mirrors,
-            mirror_stats: Arc::default(),
+            mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
             upstreams,
-            client: UpstreamClient::new(&config.client),
+            client,
+            metrics,
+            route_labels,
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
         }))
@@ -150,10 +169,22 @@ impl Proxy {
         self.client.connections()
     }
 
+    /// The proxy's metrics (served on the admin listener's `/metrics`).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// The `route` label of route `index`, or of no route.
+    fn route_label(&self, index: Option<usize>) -> Arc<String> {
+        let last = self.route_labels.len() - 1;
+        Arc::clone(&self.route_labels[index.map_or(last, |i| i.min(last))])
+    }
+
     /// Handles one request from `peer`. Never fails: every error becomes a
     /// response (4xx/5xx) and an access log line.
     pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ResponseBody> {
         let mut record = AccessRecord::new(&req, peer, self.shutdown_cut.clone());
+        record.count_into(Arc::clone(&self.metrics), self.route_label(None));
         let head_only = req.method() == Method::HEAD;
 
         let target = match self.route(&req) {
@@ -161,6 +192,10 @@ impl Proxy {
             Err(local) => return self.local_response(local, record, head_only),
         };
         record.upstream = Some(target.upstream.name.clone());
+        record.count_into(
+            Arc::clone(&self.metrics),
+            self.route_label(Some(target.route.index)),
+        );
         // What planning the response transforms needs of the request, kept
         // before the request is handed on.
         let ask = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(&req));
@@ -170,6 +205,10 @@ impl Proxy {
             Err(local) => return self.local_response(local, record, head_only),
         };
 
+        record.hold_in_flight(
+            self.metrics
+                .upstream_request(target.upstream.url.authority.as_str()),
+        );
         match self.client.send(upstream_req).await {
             Ok(resp) => match self.downstream_response(resp, record, head_only, &target, ask) {
                 Ok(resp) => resp,

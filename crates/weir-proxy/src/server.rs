@@ -1,5 +1,6 @@
 //! Listeners: accept connections, serve HTTP/1.1 and HTTP/2 (prior
-//! knowledge) on each, and shut down gracefully.
+//! knowledge) on each, and shut down gracefully; and the admin listener
+//! ([`crate::admin`]) beside them.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -15,6 +16,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
+use crate::admin::AdminState;
 use crate::config::Config;
 use crate::io::DownstreamIo;
 use crate::proxy::Proxy;
@@ -27,6 +29,7 @@ const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
 pub struct Server {
     proxy: Arc<Proxy>,
     listeners: Vec<TcpListener>,
+    admin: Option<TcpListener>,
     header_read_timeout: Duration,
     connection_idle_timeout: Duration,
     shutdown_grace: Duration,
@@ -36,7 +39,8 @@ impl Server {
     /// Binds every listener of `config` and builds the proxy.
     ///
     /// # Errors
-    /// The first bind error, naming the address; or an unresolved embedded upstream.
+    /// The first bind error (a listener's, then the admin listener's), naming
+    /// the address; or an unresolved embedded upstream.
     pub async fn bind(config: &Config) -> io::Result<Server> {
         let proxy = Proxy::new(config).map_err(io::Error::other)?;
         let mut listeners = Vec::with_capacity(config.listeners.len());
@@ -46,9 +50,22 @@ impl Server {
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
             listeners.push(listener);
         }
+        let admin = match &config.admin {
+            Some(admin) => Some(TcpListener::bind(admin.address).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot serve the admin endpoint ([admin] address) on {}: {e}",
+                        admin.address
+                    ),
+                )
+            })?),
+            None => None,
+        };
         Ok(Server {
             proxy,
             listeners,
+            admin,
             header_read_timeout: config.server.header_read_timeout,
             connection_idle_timeout: connection_idle_timeout(config),
             shutdown_grace: config.server.shutdown_grace,
@@ -61,6 +78,12 @@ impl Server {
             .iter()
             .filter_map(|l| l.local_addr().ok())
             .collect()
+    }
+
+    /// The admin listener's bound address (`/metrics`, `/healthz`), or
+    /// `None` when `[admin] enabled = false`.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// Live upstream connection counts (see [`crate::counted`]); the handle
@@ -96,6 +119,16 @@ impl Server {
             accept_tasks.push(tokio::spawn(accept_loop(listener, tx)));
         }
         drop(tx);
+
+        let admin_state = Arc::new(AdminState::new(Arc::clone(self.proxy.metrics())));
+        let (stop_admin, stop_admin_rx) = watch::channel(false);
+        let admin_task = self.admin.map(|listener| {
+            tokio::spawn(crate::admin::serve(
+                listener,
+                Arc::clone(&admin_state),
+                stop_admin_rx,
+            ))
+        });
 
         let graceful = GracefulShutdown::new();
         // Flipped when the grace period is over: connection tasks still
@@ -141,6 +174,8 @@ impl Server {
             task.abort();
         }
         drop(rx);
+        // The admin listener stays up while requests drain, saying so.
+        admin_state.set_draining();
         tracing::info!(
             target: "weir::server",
             connections = graceful.count(),
@@ -156,6 +191,10 @@ impl Server {
             let _ = force_close.send(true);
             // Let the connection tasks run their drops (and access log lines).
             tokio::task::yield_now().await;
+        }
+        let _ = stop_admin.send(true);
+        if let Some(task) = admin_task {
+            let _ = task.await;
         }
         Ok(())
     }

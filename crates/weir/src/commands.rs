@@ -52,6 +52,10 @@ fn describe(config: &Config) -> String {
     for l in &config.listeners {
         out += &format!("listener  http://{l}\n");
     }
+    match &config.admin {
+        Some(admin) => out += &format!("admin     http://{}/ (metrics, healthz)\n", admin.address),
+        None => out += "admin     disabled\n",
+    }
     for u in &config.upstreams {
         let target = match &u.target {
             UpstreamTarget::Url(url) => url.to_string(),
@@ -127,6 +131,9 @@ pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
         let server = Server::bind(&config).await?;
         for addr in server.local_addrs() {
             tracing::info!("weir listening on http://{addr}/");
+        }
+        if let Some(addr) = server.admin_addr() {
+            tracing::info!(admin = %addr, "admin endpoint on http://{addr}/metrics and /healthz");
         }
         server.run(shutdown_signal()).await?;
         // The proxy has drained (or cut) its requests; nothing the origins

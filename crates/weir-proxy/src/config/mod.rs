@@ -39,6 +39,17 @@ pub struct Config {
     pub upstreams: Vec<Upstream>,
     /// Routes, in file order. Matching is by host, then longest path prefix.
     pub routes: Vec<RouteSpec>,
+    /// The admin listener (`/metrics`, `/healthz`); `None` when
+    /// `[admin] enabled = false`.
+    pub admin: Option<AdminSettings>,
+}
+
+/// `[admin]`: where `/metrics` and `/healthz` are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// The address to bind (`address`, default `127.0.0.1:9901`). A
+    /// loopback address unless the file also says `allow_public = true`.
+    pub address: SocketAddr,
 }
 
 /// `[server]`: how Weir treats downstream clients.

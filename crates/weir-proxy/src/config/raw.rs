@@ -25,6 +25,34 @@ pub(super) struct RawConfig {
     pub upstreams: Vec<Spanned<RawUpstream>>,
     #[serde(default, rename = "route")]
     pub routes: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
+    pub admin: RawAdmin,
+}
+
+/// `[admin]`: the metrics and health listener.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawAdmin {
+    pub enabled: bool,
+    #[serde(deserialize_with = "socket_addr")]
+    pub address: Spanned<SocketAddr>,
+    pub allow_public: bool,
+}
+
+/// Where the admin listener binds unless told otherwise: loopback only.
+pub(super) const DEFAULT_ADMIN_ADDRESS: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::LOCALHOST,
+    9901,
+));
+
+impl Default for RawAdmin {
+    fn default() -> Self {
+        RawAdmin {
+            enabled: true,
+            address: Spanned::new(0..0, DEFAULT_ADMIN_ADDRESS),
+            allow_public: false,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,12 +10,12 @@ use http::Uri;
 use ipnet::IpNet;
 use toml::Spanned;
 
-use super::raw::{RawConfig, RawUpstream};
+use super::raw::{RawAdmin, RawConfig, RawUpstream};
 use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
 use super::{
-    ClientSettings, Config, ConfigError, RouteSpec, ServerSettings, Upstream, UpstreamTarget,
-    UpstreamUrl,
+    AdminSettings, ClientSettings, Config, ConfigError, RouteSpec, ServerSettings, Upstream,
+    UpstreamTarget, UpstreamUrl,
 };
 
 /// The listener used when the file declares none.
@@ -221,6 +221,8 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         });
     }
 
+    let admin = admin(&raw.admin, &listeners, &errors)?;
+
     Ok(Config {
         source: label.to_owned(),
         server,
@@ -228,7 +230,41 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         client,
         upstreams,
         routes,
+        admin,
     })
+}
+
+/// `[admin]`, checked: loopback only unless `allow_public`, and not one of
+/// the proxy's own listeners.
+fn admin(
+    raw: &RawAdmin,
+    listeners: &[SocketAddr],
+    errors: &Errors<'_>,
+) -> Result<Option<AdminSettings>, ConfigError> {
+    if !raw.enabled {
+        return Ok(None);
+    }
+    let address = *raw.address.get_ref();
+    if !address.ip().to_canonical().is_loopback() && !raw.allow_public {
+        return Err(errors.at(
+            raw.address.span(),
+            "admin.address",
+            format!(
+                "{address} is not a loopback address: the admin listener serves metrics that \
+                 name every route and upstream, and takes no credentials, so by default it is \
+                 reachable from this host only. Bind it to 127.0.0.1 or [::1], or add \
+                 `allow_public = true` under [admin] to serve it on {address} on purpose"
+            ),
+        ));
+    }
+    if address.port() != 0 && listeners.contains(&address) {
+        return Err(errors.at(
+            raw.address.span(),
+            "admin.address",
+            format!("{address} is already a [[listener]]; give the admin listener its own port"),
+        ));
+    }
+    Ok(Some(AdminSettings { address }))
 }
 
 fn deserialize(text: &str, errors: &Errors<'_>) -> Result<RawConfig, ConfigError> {
@@ -521,6 +557,80 @@ mod tests {
         assert_eq!(c.routes[0].path_prefix, "/");
         assert_eq!(c.server.via_pseudonym, "weir");
         assert_eq!(c.client.pool_max_idle_per_host, 32);
+        assert_eq!(
+            c.admin.map(|a| a.address.to_string()).as_deref(),
+            Some("127.0.0.1:9901")
+        );
+    }
+
+    #[test]
+    fn admin_on_a_public_address_needs_allow_public() {
+        for addr in ["0.0.0.0:9901", "192.0.2.7:9901", "[::]:9901"] {
+            let e = err(&format!("{OK}\n[admin]\naddress = \"{addr}\"\n"));
+            assert!(
+                e.starts_with("test.toml:9:")
+                    && e.contains("admin.address")
+                    && e.contains("not a loopback address")
+                    && e.contains("allow_public = true"),
+                "{addr}: {e}"
+            );
+            let c = Config::parse(
+                &format!("{OK}\n[admin]\naddress = \"{addr}\"\nallow_public = true\n"),
+                "t",
+                Path::new("."),
+            )
+            .expect(addr);
+            assert_eq!(c.admin.expect("enabled").address.to_string(), addr);
+        }
+        for addr in [
+            "127.0.0.1:0",
+            "127.3.4.5:9",
+            "[::1]:9901",
+            "[::ffff:127.0.0.1]:9",
+        ] {
+            Config::parse(
+                &format!("{OK}\n[admin]\naddress = \"{addr}\"\n"),
+                "t",
+                Path::new("."),
+            )
+            .expect(addr);
+        }
+    }
+
+    #[test]
+    fn admin_bad_address_or_key_names_the_key() {
+        let e = err(&format!("{OK}\n[admin]\naddress = \"localhost:9901\"\n"));
+        assert!(
+            e.starts_with("test.toml:9:")
+                && e.contains("admin.address")
+                && e.contains("127.0.0.1:8080"),
+            "{e}"
+        );
+        let e = err(&format!("{OK}\n[admin]\nenabled = \"yes\"\n"));
+        assert!(
+            e.starts_with("test.toml:9:") && e.contains("admin.enabled"),
+            "{e}"
+        );
+        let e = err(&format!("{OK}\n[admin]\nadress = \"127.0.0.1:1\"\n"));
+        assert!(e.starts_with("test.toml:9:") && e.contains("adress"), "{e}");
+        let e = err(&format!(
+            "[[listener]]\naddress = \"127.0.0.1:9000\"\n{OK}\n[admin]\naddress = \"127.0.0.1:9000\"\n"
+        ));
+        assert!(
+            e.contains("admin.address") && e.contains("already a [[listener]]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn admin_can_be_disabled() {
+        let c = Config::parse(
+            &format!("{OK}\n[admin]\nenabled = false\naddress = \"0.0.0.0:1\"\n"),
+            "t",
+            Path::new("."),
+        )
+        .expect("valid");
+        assert!(c.admin.is_none());
     }
 
     #[test]

@@ -94,16 +94,29 @@ impl Drop for Proxy {
 
 /// A config with one listener on a free port and one route to `upstream_url`.
 /// `extra` is appended verbatim (more `[server]`/`[client]` keys go in `server`/`client`).
+/// The admin listener gets a free port too, unless `extra` has an `[admin]` table.
 pub fn config_text(upstream_url: &str, server: &str, client: &str, extra: &str) -> String {
-    format!(
+    ephemeral_admin(&format!(
         "[[listener]]\naddress = \"127.0.0.1:0\"\n\n[server]\n{server}\n\n[client]\n{client}\n\n\
          [[upstream]]\nname = \"app\"\nurl = \"{upstream_url}\"\n\n[[route]]\npath_prefix = \"/\"\nupstream = \"app\"\n\n{extra}\n"
-    )
+    ))
+}
+
+/// `text` with `[admin] address = "127.0.0.1:0"` appended when it has no
+/// `[admin]` table: tests run in parallel, and the default admin port
+/// (9901) is one port for all of them.
+pub fn ephemeral_admin(text: &str) -> String {
+    if text.contains("[admin]") {
+        text.to_owned()
+    } else {
+        format!("{text}\n[admin]\naddress = \"127.0.0.1:0\"\n")
+    }
 }
 
 /// Starts the proxy in-process with the config `text`.
 pub async fn start_proxy(text: &str) -> Proxy {
-    let config = Config::parse(text, "test.toml", &repo_root()).expect("test config is valid");
+    let config = Config::parse(&ephemeral_admin(text), "test.toml", &repo_root())
+        .expect("test config is valid");
     let server = weir_proxy::Server::bind(&config).await.expect("bind proxy");
     let addr = server.local_addrs()[0];
     let upstream_connections = server.upstream_connections();
@@ -289,7 +302,8 @@ impl WeirProcess {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let path = dir.path().join("weir.toml");
-        std::fs::write(&path, config.replace("{port}", &port.to_string())).expect("write config");
+        let config = ephemeral_admin(&config.replace("{port}", &port.to_string()));
+        std::fs::write(&path, config).expect("write config");
         let log = dir.path().join("weir.log");
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--log-format", "json", "serve", "--config"])
