@@ -25,9 +25,24 @@ use tokio::sync::oneshot;
 use weir_proxy::cache::CacheStats;
 use weir_proxy::config::Config;
 
+/// Period of the generated bodies: a prime, so consecutive 64 KiB chunks differ.
+const PERIOD: u64 = 65521;
+
 /// Byte `i` of every generated body.
 fn byte_at(i: u64) -> u8 {
-    (i.wrapping_mul(31).wrapping_add(i >> 13) % 251) as u8
+    let i = i % PERIOD;
+    (i.wrapping_mul(31).wrapping_add(i >> 7) % 251) as u8
+}
+
+/// Two periods and a chunk of the pattern: any chunk is a slice of it, no copy.
+fn pattern() -> &'static Bytes {
+    static P: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        (0..PERIOD + 64 * 1024)
+            .map(byte_at)
+            .collect::<Vec<u8>>()
+            .into()
+    })
 }
 
 /// What the test upstream serves.
@@ -100,12 +115,13 @@ impl Body for GenBody {
             return Poll::Ready(None);
         }
         let n = (self.size - self.pos).min(64 * 1024);
-        let chunk: Vec<u8> = (self.pos..self.pos + n).map(byte_at).collect();
+        let at = (self.pos % PERIOD) as usize;
+        let chunk = pattern().slice(at..at + n as usize);
         self.pos += n;
         if !self.delay.is_zero() {
             self.sleep = Some(Box::pin(tokio::time::sleep(self.delay)));
         }
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))))
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
