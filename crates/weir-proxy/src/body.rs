@@ -78,6 +78,8 @@ pub enum ResponseSource {
     Upstream(IdleTimeout<HttpBodySource<Incoming>>),
     /// A body Weir made itself (an error page).
     Local(Once),
+    /// A body the response cache serves or tees (crate::cache).
+    Cache(crate::cache::CacheSource),
 }
 
 impl Source for ResponseSource {
@@ -85,6 +87,7 @@ impl Source for ResponseSource {
         match self.get_mut() {
             ResponseSource::Upstream(s) => Pin::new(s).poll_next_batch(cx),
             ResponseSource::Local(s) => Pin::new(s).poll_next_batch(cx),
+            ResponseSource::Cache(s) => Pin::new(s).poll_next_batch(cx),
         }
     }
 
@@ -92,6 +95,7 @@ impl Source for ResponseSource {
         match self {
             ResponseSource::Upstream(s) => s.size_hint(),
             ResponseSource::Local(s) => s.size_hint(),
+            ResponseSource::Cache(s) => s.size_hint(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Source for ResponseSource {
         match self {
             ResponseSource::Upstream(s) => s.is_end_stream(),
             ResponseSource::Local(s) => s.is_end_stream(),
+            ResponseSource::Cache(s) => s.is_end_stream(),
         }
     }
 
@@ -106,6 +111,7 @@ impl Source for ResponseSource {
         match self.get_mut() {
             ResponseSource::Upstream(s) => Pin::new(s).take_trailers(),
             ResponseSource::Local(s) => Pin::new(s).take_trailers(),
+            ResponseSource::Cache(s) => Pin::new(s).take_trailers(),
         }
     }
 }

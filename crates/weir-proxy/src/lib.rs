@@ -19,6 +19,7 @@ pub mod access_log;
 pub mod admin;
 pub mod body;
 pub mod body_log;
+pub mod cache;
 pub mod config;
 pub mod counted;
 pub mod headers;

@@ -20,6 +20,7 @@ use weir_transform::chain::ResponseChain;
 use crate::access_log::{AccessRecord, ClientBodyFailure, Outcome, RequestTally, ResponseLog};
 use crate::body::{IdleTimeout, RequestBody, RequestSource, ResponseBody, ResponseSource};
 use crate::body_log::{BodyLog, Direction};
+use crate::cache::{self, Cache, CacheStats};
 use crate::config::strip_port;
 use crate::config::{Config, HostHeader, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::headers::{self, Peer};
@@ -65,6 +66,8 @@ pub struct Proxy {
     metrics: Arc<Metrics>,
     /// The `route` label of each route, by index; then [`metrics::NO_ROUTE`].
     route_labels: Vec<Arc<String>>,
+    /// The response cache, when a route sets `cache = true`.
+    cache: Option<Arc<Cache>>,
 }
 
 /// What routing decided.
@@ -151,6 +154,11 @@ impl Proxy {
             mirrors,
             mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
             upstreams,
+            cache: config.routes.iter().any(|r| r.cache).then(|| {
+                let cache = Cache::new(&config.cache);
+                cache.stats().count_into(Arc::clone(&metrics));
+                cache
+            }),
             client,
             metrics,
             route_labels,
@@ -162,6 +170,13 @@ impl Proxy {
     /// Mirror outcomes so far, all routes.
     pub fn mirror_stats(&self) -> &Arc<MirrorStats> {
         &self.mirror_stats
+    }
+
+    /// Response cache counters, all routes (zero when no route caches).
+    pub fn cache_stats(&self) -> Arc<CacheStats> {
+        self.cache
+            .as_ref()
+            .map_or_else(Arc::default, |c| Arc::clone(c.stats()))
     }
 
     /// Live upstream connection counts.
@@ -200,17 +215,50 @@ impl Proxy {
         // before the request is handed on.
         let ask = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(&req));
 
-        let upstream_req = match self.upstream_request(req, &target, peer, &record) {
+        // --- cache hook 1: lookup (crate::cache); hits never reach the upstream.
+        let cache = self.cache.as_ref().filter(|_| target.route.cache);
+        let mut ticket = None;
+        if let Some(cache) = cache {
+            match cache
+                .lookup(&req, &target.path, target.client_host.as_deref())
+                .await
+            {
+                cache::Lookup::Serve(hit) => {
+                    return self.cache_response(hit, record, head_only, &target, ask);
+                }
+                cache::Lookup::Forward(t) => ticket = Some(t),
+            }
+        }
+        // --- end cache hook 1
+
+        let mut upstream_req = match self.upstream_request(req, &target, peer, &record) {
             Ok(r) => r,
             Err(local) => return self.local_response(local, record, head_only),
         };
 
+        // --- cache hook 2: revalidate a stale entry; a 304 or stale-if-error answers from the cache.
+        if let Some(t) = &ticket {
+            t.prepare(upstream_req.headers_mut());
+        }
         record.hold_in_flight(
             self.metrics
                 .upstream_request(target.upstream.url.authority.as_str()),
         );
-        match self.client.send(upstream_req).await {
-            Ok(resp) => match self.downstream_response(resp, record, head_only, &target, ask) {
+        let sent = self.client.send(upstream_req).await;
+        let (sent, fill) = match (cache, ticket) {
+            (Some(cache), Some(t)) => match t.after_send(cache, sent) {
+                cache::After::Serve(hit) => {
+                    return self.cache_response(hit, record, head_only, &target, ask);
+                }
+                cache::After::Forward(sent, fill) => (sent, fill),
+            },
+            _ => (sent, None),
+        };
+        // --- end cache hook 2
+
+        match sent {
+            Ok(resp) => match self.downstream_response(resp, record, head_only, &target, ask, fill)
+            {
                 Ok(resp) => resp,
                 Err((local, record)) => self.local_response(local, record, head_only),
             },
@@ -484,6 +532,7 @@ impl Proxy {
         head_only: bool,
         target: &Target<'_>,
         ask: Option<TransformAsk>,
+        fill: Option<cache::Fill>,
     ) -> Result<Response<ResponseBody>, (Local, AccessRecord)> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;
@@ -538,6 +587,14 @@ impl Proxy {
                 self.settings.body_idle_timeout,
             ))
         };
+        // --- cache hook 3: tee a storable body into the cache (X-Cache: MISS).
+        let source = match (fill, &self.cache) {
+            (Some(fill), Some(cache)) if !head_only => {
+                fill.start(cache, &mut parts, source, no_body)
+            }
+            _ => source,
+        };
+        // --- end cache hook 3
         let ask_method = ask
             .as_ref()
             .map_or_else(|| record.method().clone(), |a| a.method.clone());
@@ -567,6 +624,53 @@ impl Proxy {
             parts,
             SourceBody::new(pull(source, body_log.then(chain).then(log))),
         ))
+    }
+
+    /// A response the cache answers (a hit, a collapsed fill, a refreshed
+    /// or stale entry), through the route's transforms and the log stage.
+    fn cache_response(
+        &self,
+        hit: cache::Hit,
+        mut record: AccessRecord,
+        head_only: bool,
+        target: &Target<'_>,
+        ask: Option<TransformAsk>,
+    ) -> Response<ResponseBody> {
+        let cache::Hit {
+            mut head,
+            body,
+            empty,
+        } = hit;
+        record.status = head.status.as_u16();
+        let no_body = head_only || empty;
+        let source = if no_body {
+            ResponseSource::Local(once(Bytes::new()))
+        } else {
+            ResponseSource::Cache(body)
+        };
+        let chain = match ask {
+            Some(ask) if !no_body => target.route.transforms.plan(
+                &ask.method,
+                &ask.headers,
+                head.status,
+                &mut head.headers,
+            ),
+            _ => ResponseChain::default(),
+        };
+        let body_log = match target.route.body_log {
+            Some(spec) if !no_body => BodyLog::capture(
+                spec.response_bytes,
+                Direction::Response,
+                record.method(),
+                &target.path,
+            ),
+            _ => BodyLog::off(),
+        };
+        let log = ResponseLog::new(record, Outcome::Ok, !no_body);
+        Response::from_parts(
+            head,
+            SourceBody::new(pull(source, body_log.then(chain).then(log))),
+        )
     }
 
     /// A response Weir makes itself.

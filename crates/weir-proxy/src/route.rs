@@ -36,6 +36,8 @@ pub struct Route {
     pub mirror: Option<MirrorSpec>,
     /// How much of each body to log, if any.
     pub body_log: Option<BodyLogSpec>,
+    /// Whether responses go through the response cache.
+    pub cache: bool,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -61,6 +63,7 @@ impl RouteTable {
                     transforms: s.transforms.clone(),
                     mirror: s.mirror.clone(),
                     body_log: s.body_log,
+                    cache: s.cache,
                 })
                 .collect(),
         }
@@ -185,6 +188,7 @@ mod tests {
                     transforms: ChainSpec::default(),
                     mirror: None,
                     body_log: None,
+                    cache: false,
                 })
                 .collect(),
         }

@@ -97,6 +97,11 @@ impl Server {
         Arc::clone(self.proxy.mirror_stats())
     }
 
+    /// Response cache counters, all routes.
+    pub fn cache_stats(&self) -> Arc<crate::cache::CacheStats> {
+        self.proxy.cache_stats()
+    }
+
     /// Serves until `shutdown` resolves; then stops accepting, and lets
     /// in-flight requests finish for up to the configured grace period.
     ///

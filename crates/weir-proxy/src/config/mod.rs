@@ -5,6 +5,7 @@
 //! error in the text names the file, the line and column, and the key
 //! ([`ConfigError::Invalid`]). The key reference lives in README.md.
 
+mod cache;
 mod duration;
 mod raw;
 mod side;
@@ -42,6 +43,30 @@ pub struct Config {
     /// The admin listener (`/metrics`, `/healthz`); `None` when
     /// `[admin] enabled = false`.
     pub admin: Option<AdminSettings>,
+    /// `[cache]`: the response cache of the routes with `cache = true`.
+    pub cache: CacheSettings,
+}
+
+/// `[cache]`: the in-memory response cache (RFC 9111), shared by every
+/// route that sets `cache = true`.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Total bytes of stored bodies and headers (`max_bytes`, default
+    /// 64 MiB, at least 1); the least useful entries are evicted beyond it.
+    pub max_bytes: u64,
+    /// Largest body stored, in bytes (`max_object_bytes`, default 8 MiB,
+    /// 1..=`max_bytes`); a larger body is streamed to the client and not stored.
+    pub max_object_bytes: u64,
+    /// How far, in batches, the cache writer may fall behind the client
+    /// before the fill is abandoned (`fill_hwm`, default 64, 1..=4096).
+    pub fill_hwm: usize,
+    /// How long a request waits for another request's in-flight fill of the
+    /// same key to deliver a cacheable head before it goes upstream itself
+    /// (`collapse_wait`, default 5 s).
+    pub collapse_wait: Duration,
+    /// Whether a fill goes on to the end after the client that started it
+    /// went away (`fill_on_client_abort`, default false: it is abandoned).
+    pub fill_on_client_abort: bool,
 }
 
 /// `[admin]`: where `/metrics` and `/healthz` are served.
@@ -160,6 +185,9 @@ pub struct RouteSpec {
     pub mirror: Option<MirrorSpec>,
     /// `[route.body_log]`: log the first bytes of bodies.
     pub body_log: Option<BodyLogSpec>,
+    /// `cache = true`: GET responses are served from and stored in the
+    /// response cache ([`CacheSettings`]). Default false.
+    pub cache: bool,
 }
 
 /// `[route.mirror]`: where and how a route's requests are copied.

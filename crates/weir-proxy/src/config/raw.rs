@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub routes: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub admin: RawAdmin,
+    pub cache: RawCache,
 }
 
 /// `[admin]`: the metrics and health listener.
@@ -151,6 +152,9 @@ pub(super) struct RawRoute {
     pub msgpack_json: Option<Spanned<weir_transform::msgpack::MsgpackJsonSettings>>,
     pub mirror: Option<Spanned<RawMirror>>,
     pub body_log: Option<Spanned<RawBodyLog>>,
+    /// `cache = true`: responses on this route go through the response cache.
+    #[serde(default)]
+    pub cache: bool,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.
@@ -201,4 +205,28 @@ fn no_transforms() -> Spanned<Vec<Spanned<String>>> {
 
 fn default_path_prefix() -> Spanned<String> {
     Spanned::new(0..0, "/".to_owned())
+}
+
+/// `[cache]`: the response cache shared by the routes that opt in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawCache {
+    pub max_bytes: Spanned<u64>,
+    pub max_object_bytes: Spanned<u64>,
+    pub fill_hwm: Spanned<usize>,
+    #[serde(with = "duration")]
+    pub collapse_wait: Duration,
+    pub fill_on_client_abort: bool,
+}
+
+impl Default for RawCache {
+    fn default() -> Self {
+        RawCache {
+            max_bytes: Spanned::new(0..0, 64 << 20),
+            max_object_bytes: Spanned::new(0..0, 8 << 20),
+            fill_hwm: Spanned::new(0..0, 64),
+            collapse_wait: Duration::from_secs(5),
+            fill_on_client_abort: false,
+        }
+    }
 }

@@ -10,6 +10,7 @@ use http::Uri;
 use ipnet::IpNet;
 use toml::Spanned;
 
+use super::cache::cache_settings;
 use super::raw::{RawAdmin, RawConfig, RawUpstream};
 use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
@@ -218,13 +219,16 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             transforms,
             mirror,
             body_log,
+            cache: r.cache,
         });
     }
 
     let admin = admin(&raw.admin, &listeners, &errors)?;
+    let cache = cache_settings(&raw.cache, &errors)?;
 
     Ok(Config {
         source: label.to_owned(),
+        cache,
         server,
         listeners,
         client,

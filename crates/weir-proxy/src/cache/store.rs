@@ -1,0 +1,241 @@
+//! The store: complete responses in memory, byte-bounded (moka, TinyLFU
+//! eviction), several Vary variants per primary key.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_cache_semantics::{BeforeRequest, CachePolicy};
+
+/// Most variants (distinct Vary selections) kept per primary key; the
+/// oldest is dropped beyond it.
+const MAX_VARIANTS: usize = 8;
+
+/// One stored response: its head, its policy and its whole body.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub status: StatusCode,
+    /// The fields as forwarded (hop-by-hop removed, `Via` added).
+    pub headers: HeaderMap,
+    /// Freshness, Vary and validators (RFC 9111), from `http-cache-semantics`.
+    pub policy: CachePolicy,
+    /// The body, complete, as received (byte-identical to the origin's).
+    pub body: Arc<[Bytes]>,
+    /// Sum of the body's chunk lengths, in bytes.
+    pub body_len: u64,
+    /// When it stops being fresh.
+    pub fresh_until: SystemTime,
+    /// `stale-if-error` window after `fresh_until` (RFC 5861 §4).
+    pub stale_if_error: Duration,
+}
+
+impl Entry {
+    /// Builds an entry; the freshness windows come from the policy and the
+    /// response's `Cache-Control`.
+    pub fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        policy: CachePolicy,
+        body: Vec<Bytes>,
+    ) -> Entry {
+        let now = SystemTime::now();
+        let body_len = body.iter().map(|b| b.len() as u64).sum();
+        let fresh_until = now + policy.time_to_live(now);
+        Entry {
+            stale_if_error: directive_secs(&headers, "stale-if-error"),
+            status,
+            headers,
+            policy,
+            body: body.into(),
+            body_len,
+            fresh_until,
+        }
+    }
+
+    /// How long it has been stale at `now` (zero while fresh).
+    pub fn stale_for(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.fresh_until).unwrap_or_default()
+    }
+
+    /// Bytes it is charged for: the body plus an estimate of the fields.
+    fn weight(&self) -> u64 {
+        let fields: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .sum();
+        self.body_len + fields as u64 + 512
+    }
+}
+
+/// The seconds of a `Cache-Control: name=N` response directive, or zero.
+fn directive_secs(headers: &HeaderMap, name: &str) -> Duration {
+    headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|d| d.trim().split_once('='))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .and_then(|(_, v)| v.trim().trim_matches('"').parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_secs)
+}
+
+/// The variants of one primary key.
+type Variants = Arc<Vec<Arc<Entry>>>;
+
+/// Complete responses by primary key, bounded by total bytes.
+pub(crate) struct Store {
+    inner: moka::sync::Cache<String, Variants>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("entries", &self.inner.entry_count())
+            .field("weighted_bytes", &self.inner.weighted_size())
+            .finish()
+    }
+}
+
+impl Store {
+    /// A store of at most `max_bytes` (bodies plus field estimates).
+    pub fn new(max_bytes: u64) -> Store {
+        Store {
+            inner: moka::sync::Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_k: &String, v: &Variants| {
+                    let w: u64 = v.iter().map(|e| e.weight()).sum();
+                    u32::try_from(w).unwrap_or(u32::MAX)
+                })
+                .build(),
+        }
+    }
+
+    /// The variant of `key` whose Vary-selected fields match `view`.
+    pub fn find(&self, key: &str, view: &http::request::Parts) -> Option<Arc<Entry>> {
+        let variants = self.inner.get(key)?;
+        let now = SystemTime::now();
+        variants
+            .iter()
+            .find(|e| matches_request(e, view, now))
+            .cloned()
+    }
+
+    /// Stores `entry` for `key`, replacing the variant `view` selects.
+    pub fn insert(&self, key: &str, view: &http::request::Parts, entry: Arc<Entry>) {
+        let now = SystemTime::now();
+        let mut variants: Vec<Arc<Entry>> = self
+            .inner
+            .get(key)
+            .map(|v| {
+                v.iter()
+                    .filter(|e| !matches_request(e, view, now))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        if variants.len() >= MAX_VARIANTS {
+            variants.remove(0);
+        }
+        variants.push(entry);
+        self.inner.insert(key.to_owned(), Arc::new(variants));
+    }
+
+    /// Drops every variant of `key` (RFC 9111 §4.4).
+    pub fn remove(&self, key: &str) {
+        self.inner.invalidate(key);
+    }
+
+    /// Runs pending evictions, so sizes read afterwards are exact (tests).
+    #[cfg(test)]
+    pub fn sync(&self) {
+        self.inner.run_pending_tasks();
+    }
+
+    /// Number of primary keys held.
+    #[cfg(test)]
+    pub fn len(&self) -> u64 {
+        self.inner.entry_count()
+    }
+}
+
+/// Whether `entry` answers `view`: same target and host, Vary-selected
+/// fields equal (fresh or stale alike).
+pub(crate) fn matches_request(entry: &Entry, view: &http::request::Parts, now: SystemTime) -> bool {
+    match entry.policy.before_request(view, now) {
+        BeforeRequest::Fresh(_) => true,
+        BeforeRequest::Stale { matches, .. } => matches,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+
+    fn view(ae: &str) -> http::request::Parts {
+        Request::get("/x")
+            .header("host", "h")
+            .header("accept-encoding", ae)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
+    fn entry(req: &http::request::Parts, body: &'static [u8]) -> Arc<Entry> {
+        let resp = Response::builder()
+            .header("cache-control", "max-age=60, stale-if-error=30")
+            .header("vary", "accept-encoding")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let policy = CachePolicy::new(req, &resp);
+        Arc::new(Entry::new(
+            StatusCode::OK,
+            resp.headers,
+            policy,
+            vec![Bytes::from_static(body)],
+        ))
+    }
+
+    #[test]
+    fn vary_variants_are_kept_apart() {
+        let store = Store::new(1 << 20);
+        let (gz, br) = (view("gzip"), view("br"));
+        store.insert("k", &gz, entry(&gz, b"gz"));
+        store.insert("k", &br, entry(&br, b"br"));
+        assert_eq!(&store.find("k", &gz).unwrap().body[0][..], b"gz");
+        assert_eq!(&store.find("k", &br).unwrap().body[0][..], b"br");
+        assert!(store.find("k", &view("zstd")).is_none());
+        // Same variant again: replaced, not added.
+        store.insert("k", &gz, entry(&gz, b"gz2"));
+        assert_eq!(&store.find("k", &gz).unwrap().body[0][..], b"gz2");
+        store.remove("k");
+        assert!(store.find("k", &gz).is_none());
+    }
+
+    #[test]
+    fn windows_come_from_cache_control() {
+        let v = view("gzip");
+        let e = entry(&v, b"x");
+        assert_eq!(e.stale_if_error, Duration::from_secs(30));
+        assert_eq!(e.stale_for(SystemTime::now()), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_byte_budget_evicts() {
+        let store = Store::new(4096);
+        let v = view("gzip");
+        for i in 0..20 {
+            let key = format!("k{i}");
+            let body: &'static [u8] = Box::leak(vec![0u8; 1000].into_boxed_slice());
+            store.insert(&key, &v, entry(&v, body));
+        }
+        store.sync();
+        assert!(store.len() < 20, "{}", store.len());
+    }
+}
