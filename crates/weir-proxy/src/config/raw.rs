@@ -27,6 +27,7 @@ pub(super) struct RawConfig {
     pub routes: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub admin: RawAdmin,
+    #[serde(default)]
     pub cache: RawCache,
 }
 
