@@ -254,6 +254,11 @@ impl ChainSpec {
             }
             return ResponseChain { stages };
         }
+        // A part of a representation (a 200 may carry Content-Range too)
+        // cannot be rewritten or compressed on its own.
+        if response_headers.contains_key(header::CONTENT_RANGE) {
+            return ResponseChain { stages };
+        }
         let no_transform = no_transform(response_headers);
         for spec in &self.stages {
             let stage = match spec {

@@ -196,10 +196,6 @@ enum State {
     Done,
 }
 
-/// The most bytes handed to lol_html in one `write`, so that the size of
-/// an upstream read never counts against `memory_limit`.
-const WRITE_SLICE: usize = 16 * 1024;
-
 /// The `html-rewrite` stage: a streaming HTML rewriter ([lol_html]).
 ///
 /// Input chunks are written to lol_html as they come; each call returns the
@@ -366,19 +362,8 @@ impl Transform for HtmlRewrite {
         lock(&self.out).reserve(batch.byte_len());
         let mut chunks = batch.into_iter();
         while let Some(chunk) = chunks.next() {
-            // lol_html charges what one `write` hands it against the
-            // memory limit, so a large upstream read (hyper reads up to
-            // ~400 KiB at once) could trip a limit that the document itself
-            // never needs: write it in slices.
-            let mut at = 0;
-            while at < chunk.len() {
-                let end = (at + WRITE_SLICE).min(chunk.len());
-                if let Err(e) = rewriter.write(&chunk[at..end]) {
-                    let tail = chunk.slice(end..);
-                    let rest = std::iter::once(tail).filter(|b| !b.is_empty());
-                    return self.fail(e, rest.chain(chunks));
-                }
-                at = end;
+            if let Err(e) = rewriter.write(&chunk) {
+                return self.fail(e, chunks);
             }
         }
         Ok(self.take_output().map(Batch::one))

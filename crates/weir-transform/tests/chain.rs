@@ -249,3 +249,14 @@ fn no_transform_keeps_content_stages_away() {
         assert_eq!(plan(&spec, Method::GET, 200, &mut resp).len(), 1, "{ct}");
     }
 }
+
+#[test]
+fn a_200_with_content_range_gets_no_stage() {
+    let spec = compress_chain();
+    let mut resp = head(&[
+        ("content-type", "text/html"),
+        ("content-range", "bytes 0-9/100"),
+    ]);
+    assert!(plan(&spec, Method::GET, 200, &mut resp).is_empty());
+    assert!(resp.get(header::CONTENT_ENCODING).is_none());
+}

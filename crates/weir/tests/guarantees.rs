@@ -686,8 +686,11 @@ const RSS_LIMIT: u64 = 64 * 1000 * 1000;
 /// (so the binary's RSS is the proxy's alone).
 async fn weir_before_origin() -> (WeirProcess, Origin) {
     let origin = start_origin().await;
-    let config = config_text(&format!("http://{}", origin.addr), "", "", "")
-        .replace("\"127.0.0.1:0\"", "\"127.0.0.1:{port}\"");
+    let config = config_text(&format!("http://{}", origin.addr), "", "", "").replacen(
+        "\"127.0.0.1:0\"",
+        "\"127.0.0.1:{port}\"",
+        1,
+    );
     let weir = tokio::task::spawn_blocking(move || WeirProcess::start(&config))
         .await
         .unwrap();

@@ -238,7 +238,7 @@ async fn negotiation_and_head_edits_through_the_proxy() {
     )
     .await;
     assert!(headers.get("content-encoding").is_none(), "{headers:?}");
-    // HEAD: no body, no coding.
+    // HEAD: the head a GET would get (RFC 9110 §9.3.2), no body.
     let resp = client(false)
         .request(
             Request::head(&url)
@@ -248,7 +248,13 @@ async fn negotiation_and_head_edits_through_the_proxy() {
         )
         .await
         .expect("response");
-    assert!(resp.headers().get("content-encoding").is_none());
+    assert_eq!(
+        resp.headers().get("content-encoding").map(|v| v.as_bytes()),
+        Some(&b"gzip"[..])
+    );
+    assert!(resp.headers().get("vary").is_some());
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert!(body.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
