@@ -1,10 +1,10 @@
 //! The response cache (RFC 9111), in memory, for the routes that set
 //! `cache = true`.
 //!
-//! - [`key`]: the primary key and the request as the cache sees it;
-//! - [`store`]: complete responses, byte-bounded, Vary variants per key;
-//! - [`fill`]: filling while the client streams, and the bodies served;
-//! - [`collapse`]: one upstream request per key at a time.
+//! - `key`: the primary key and the request as the cache sees it;
+//! - `store`: complete responses, byte-bounded, Vary variants per key;
+//! - `fill`: filling while the client streams, and the bodies served;
+//! - `collapse`: one upstream request per key at a time.
 //!
 //! Freshness, Vary matching, validators and storability are decided by
 //! `http-cache-semantics` (shared-cache rules). Only `GET` is stored;
