@@ -177,31 +177,26 @@ impl UpstreamClient {
     }
 }
 
+/// `err`, then each of its sources in turn.
+fn chain<'a>(
+    err: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(err), |&e| e.source())
+}
+
 /// Whether a detached (lagging) body branch caused `err`.
 fn caused_by_lag(err: &(dyn StdError + 'static)) -> bool {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur {
-        if matches!(
+    chain(err).any(|e| {
+        matches!(
             e.downcast_ref::<weir_stream::StreamError>(),
             Some(weir_stream::StreamError::Lagged { .. })
-        ) {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
+        )
+    })
 }
 
 /// The kind of the first I/O error in `err`'s source chain.
 fn io_kind(err: &(dyn StdError + 'static)) -> Option<io::ErrorKind> {
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(err);
-    while let Some(e) = cur {
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            return Some(io.kind());
-        }
-        cur = e.source();
-    }
-    None
+    chain(err).find_map(|e| e.downcast_ref::<io::Error>().map(io::Error::kind))
 }
 
 /// `err` and its sources on one line, `outer: inner: innermost`.

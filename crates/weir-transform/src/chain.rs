@@ -20,6 +20,7 @@ use serde::Deserialize;
 use weir_stream::{Batch, CancelToken, Coalesce, StreamError, Transform};
 
 use crate::compress::{self, CompressSettings, Compressor};
+use crate::fields::{add_vary_accept_encoding, content_length, no_transform, weaken_etag};
 use crate::html::{self, HtmlRewrite, HtmlRewriteSettings};
 use crate::msgpack::{MsgpackJsonSettings, MsgpackToJsonLines};
 
@@ -331,40 +332,6 @@ fn has_body(method: &Method, status: StatusCode) -> bool {
         && status != StatusCode::PARTIAL_CONTENT
 }
 
-/// The `Content-Length`, if there is exactly one valid one.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
-    let first = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    first.to_str().ok()?.parse().ok()
-}
-
-/// `Cache-Control: no-transform` (RFC 9111 §5.2.2.6).
-fn no_transform(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
-}
-
-/// Adds `Accept-Encoding` to `Vary`, unless it is listed or `Vary: *`.
-fn add_vary_accept_encoding(headers: &mut HeaderMap) {
-    let listed = headers
-        .get_all(header::VARY)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .any(|f| f == "*" || f.eq_ignore_ascii_case("accept-encoding"));
-    if !listed {
-        headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-    }
-}
-
 /// `X-Accel-Buffering: no` (nginx's convention).
 fn no_buffering(headers: &HeaderMap) -> bool {
     headers
@@ -402,20 +369,6 @@ fn content_changes(headers: &mut HeaderMap) {
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(header::ACCEPT_RANGES);
     weaken_etag(headers);
-}
-
-/// Turns a strong `ETag` into a weak one (`"x"` → `W/"x"`).
-pub fn weaken_etag(headers: &mut HeaderMap) {
-    if let Some(etag) = headers.get(header::ETAG)
-        && etag.as_bytes().first() == Some(&b'"')
-    {
-        let mut weak = Vec::with_capacity(etag.len() + 2);
-        weak.extend_from_slice(b"W/");
-        weak.extend_from_slice(etag.as_bytes());
-        if let Ok(v) = HeaderValue::from_bytes(&weak) {
-            headers.insert(header::ETAG, v);
-        }
-    }
 }
 
 /// A stage failed: the error names it, so the access log can.

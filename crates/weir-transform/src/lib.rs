@@ -20,5 +20,6 @@
 pub mod chain;
 pub mod coding;
 pub mod compress;
+mod fields;
 pub mod html;
 pub mod msgpack;

@@ -118,17 +118,6 @@ async fn post(url: &str, body: impl Into<Bytes>) -> serde_json::Value {
     serde_json::from_slice(&body).expect("echo json")
 }
 
-async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shadow_gets_a_faithful_copy_of_each_request() {
     let origin = start_origin().await;
@@ -163,7 +152,7 @@ async fn the_shadow_gets_a_faithful_copy_of_each_request() {
     assert_eq!((copy.method.as_str(), copy.body_len), ("GET", 0));
     let stats = proxy.mirror_stats.clone();
     assert!(
-        wait_for(Duration::from_secs(5), || stats.count(MirrorOutcome::Ok)
+        eventually(Duration::from_secs(5), || stats.count(MirrorOutcome::Ok)
             == 2)
         .await
     );
@@ -192,7 +181,7 @@ async fn a_stalled_shadow_never_delays_the_primary_and_is_detached() {
     assert!(took < Duration::from_secs(10), "primary took {took:?}");
     let stats = proxy.mirror_stats.clone();
     assert!(
-        wait_for(Duration::from_secs(5), || stats
+        eventually(Duration::from_secs(5), || stats
             .count(MirrorOutcome::Detached)
             == 1)
         .await,
@@ -219,7 +208,7 @@ async fn a_dead_shadow_never_fails_the_primary() {
     assert_eq!(echo["body_len"], data.len());
     let stats = proxy.mirror_stats.clone();
     assert!(
-        wait_for(Duration::from_secs(5), || stats.count(MirrorOutcome::Error)
+        eventually(Duration::from_secs(5), || stats.count(MirrorOutcome::Error)
             == 1)
         .await
     );

@@ -21,18 +21,6 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
 }
 
-/// Polls `cond` every 20 ms until it holds or `limit` passes.
-async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_storm_leaves_no_upstream_connection_behind() {
     let origin = start_origin().await;

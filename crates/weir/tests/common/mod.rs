@@ -428,3 +428,15 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8], limit: Duration) -> 
     let _ = tokio::time::timeout(limit, s.read_to_end(&mut buf)).await;
     String::from_utf8_lossy(&buf).into_owned()
 }
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes.
+pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
