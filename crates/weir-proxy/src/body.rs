@@ -80,6 +80,8 @@ pub enum ResponseSource {
     Local(Once),
     /// A body the response cache serves or tees (crate::cache).
     Cache(crate::cache::CacheSource),
+    /// A page composed from a template and its fragments (crate::ssr).
+    Page(weir_ssr::PageBody),
 }
 
 impl Source for ResponseSource {
@@ -88,6 +90,7 @@ impl Source for ResponseSource {
             ResponseSource::Upstream(s) => Pin::new(s).poll_next_batch(cx),
             ResponseSource::Local(s) => Pin::new(s).poll_next_batch(cx),
             ResponseSource::Cache(s) => Pin::new(s).poll_next_batch(cx),
+            ResponseSource::Page(s) => Pin::new(s).poll_next_batch(cx),
         }
     }
 
@@ -96,6 +99,7 @@ impl Source for ResponseSource {
             ResponseSource::Upstream(s) => s.size_hint(),
             ResponseSource::Local(s) => s.size_hint(),
             ResponseSource::Cache(s) => s.size_hint(),
+            ResponseSource::Page(s) => s.size_hint(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Source for ResponseSource {
             ResponseSource::Upstream(s) => s.is_end_stream(),
             ResponseSource::Local(s) => s.is_end_stream(),
             ResponseSource::Cache(s) => s.is_end_stream(),
+            ResponseSource::Page(s) => s.is_end_stream(),
         }
     }
 
@@ -112,6 +117,7 @@ impl Source for ResponseSource {
             ResponseSource::Upstream(s) => Pin::new(s).take_trailers(),
             ResponseSource::Local(s) => Pin::new(s).take_trailers(),
             ResponseSource::Cache(s) => Pin::new(s).take_trailers(),
+            ResponseSource::Page(_) => None,
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod mirror;
 pub mod proxy;
 pub mod route;
 pub mod server;
+pub mod ssr;
 pub mod upstream;
 
 pub use config::Config;

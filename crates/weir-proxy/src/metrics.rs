@@ -25,6 +25,9 @@
 //! | `weir_cache_fills_total` | counter | `result` (`stored`, `abandoned`) |
 //! | `weir_share_lag_detaches_total` | counter | `branch` |
 //! | `weir_mirror_requests_total` | counter | `outcome` (`ok`, `error`, `timeout`, `detached`) |
+//! | `weir_ssr_pages_total` | counter | `result` (`composed`, `redirect`, `failed`) |
+//! | `weir_ssr_fragments_total` | counter | `outcome` (`ok`, `fallback`, `inline`, `empty`, `cut`, `skipped`, `cancelled`) |
+//! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -181,7 +184,30 @@ pub struct Metrics {
     cache_fills: Family<ResultLabels, Counter>,
     share_lag_detaches: Family<BranchLabels, Counter>,
     mirror_requests: Family<MirrorLabels, Counter>,
+    ssr_pages: Family<ResultLabels, Counter>,
+    ssr_fragments: Family<MirrorLabels, Counter>,
+    ssr_failures: Family<KindLabels, Counter>,
 }
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+/// The `result` values of `weir_ssr_pages_total`.
+pub const SSR_PAGE_RESULTS: [&str; 3] = ["composed", "redirect", "failed"];
+
+/// The `kind` values of `weir_ssr_fragment_failures_total`.
+pub const SSR_FAILURE_KINDS: [&str; 8] = [
+    "timeout",
+    "error",
+    "status",
+    "coding",
+    "loop",
+    "depth",
+    "limit",
+    "no_source",
+];
 
 fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
@@ -283,7 +309,40 @@ impl Metrics {
             }));
         }
 
+        let ssr_pages = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "ssr_pages",
+            "SSR pages, by what the composition decided (composed, the primary's redirect, failed)",
+            ssr_pages.clone(),
+        );
+        for r in SSR_PAGE_RESULTS {
+            drop(ssr_pages.get_or_create(&ResultLabels { result: r }));
+        }
+        let ssr_fragments = Family::<MirrorLabels, Counter>::default();
+        registry.register(
+            "ssr_fragments",
+            "SSR fragments, by how their slot was filled",
+            ssr_fragments.clone(),
+        );
+        for o in weir_ssr::FragmentOutcome::ALL {
+            drop(ssr_fragments.get_or_create(&MirrorLabels {
+                outcome: o.as_str(),
+            }));
+        }
+        let ssr_failures = Family::<KindLabels, Counter>::default();
+        registry.register(
+            "ssr_fragment_failures",
+            "SSR fragment sources that failed (each fallback tried counts), by kind",
+            ssr_failures.clone(),
+        );
+        for kind in SSR_FAILURE_KINDS {
+            drop(ssr_failures.get_or_create(&KindLabels { kind }));
+        }
+
         Metrics {
+            ssr_pages,
+            ssr_fragments,
+            ssr_failures,
             registry,
             requests,
             duration,
@@ -366,6 +425,26 @@ impl Metrics {
                 outcome: outcome.as_str(),
             })
             .inc();
+    }
+
+    /// Counts an SSR page by what its composition decided
+    /// ([`SSR_PAGE_RESULTS`]).
+    pub fn ssr_page(&self, result: &'static str) {
+        self.ssr_pages.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// Counts a finished SSR fragment, and the failure on its way if any.
+    pub fn ssr_fragment(&self, outcome: weir_ssr::FragmentOutcome, failure: Option<&weir_ssr::Failure>) {
+        self.ssr_fragments
+            .get_or_create(&MirrorLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        if let Some(f) = failure {
+            self.ssr_failures
+                .get_or_create(&KindLabels { kind: f.kind() })
+                .inc();
+        }
     }
 
     /// Every family in the OpenMetrics text format ([`CONTENT_TYPE`]),

@@ -68,6 +68,18 @@ pub struct Proxy {
     route_labels: Vec<Arc<String>>,
     /// The response cache, when a route sets `cache = true`.
     cache: Option<Arc<Cache>>,
+    /// Fetches SSR fragments from the config's upstreams.
+    fetcher: Arc<crate::ssr::ProxyFetcher>,
+    /// Counts SSR fragment outcomes into `metrics`.
+    ssr_observer: Arc<crate::ssr::MetricsObserver>,
+}
+
+/// What composing a route's template needs of the client's request,
+/// kept before the request is handed on.
+struct SsrAsk<'a> {
+    spec: &'a crate::config::SsrSpec,
+    /// Fields for the fragment requests.
+    headers: HeaderMap,
 }
 
 /// What routing decided.
@@ -127,6 +139,11 @@ impl Proxy {
             })
             .collect::<Result<Vec<ResolvedUpstream>, _>>()?;
         let client = UpstreamClient::new(&config.client);
+        let fetcher = Arc::new(crate::ssr::ProxyFetcher::new(
+            client.clone(),
+            upstreams.iter().map(|u| u.url.clone()).collect(),
+            config.server.body_idle_timeout,
+        ));
         let authorities = upstreams
             .iter()
             .map(|u| u.url.authority.to_string())
@@ -150,6 +167,8 @@ impl Proxy {
             })
             .collect();
         Ok(Arc::new(Proxy {
+            fetcher,
+            ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),
             mirrors,
             mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
@@ -214,6 +233,26 @@ impl Proxy {
         // What planning the response transforms needs of the request, kept
         // before the request is handed on.
         let ask = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(&req));
+        let ssr = target.route.ssr.as_ref().map(|spec| SsrAsk {
+            spec,
+            headers: crate::ssr::fragment_headers(
+                req.headers(),
+                spec,
+                Peer {
+                    ip: peer.ip(),
+                    trusted: self.is_trusted(peer),
+                    proto: "http",
+                    host: target.client_host.as_deref(),
+                },
+                req.version(),
+                &self.settings.via_pseudonym,
+            ),
+        });
+        if let Some(ssr) = ssr.as_ref().filter(|s| s.spec.template_file.is_some()) {
+            return self
+                .file_page(req.method(), req.uri(), ssr, record, &target, ask)
+                .await;
+        }
 
         // --- cache hook 1: lookup (crate::cache); hits never reach the upstream.
         let cache = self.cache.as_ref().filter(|_| target.route.cache);
@@ -236,6 +275,7 @@ impl Proxy {
             Err(local) => return self.local_response(local, record, head_only),
         };
 
+        let template_url = ssr.as_ref().map(|_| upstream_req.uri().to_string());
         // --- cache hook 2: revalidate a stale entry; a 304 or stale-if-error answers from the cache.
         if let Some(t) = &ticket {
             t.prepare(upstream_req.headers_mut());
@@ -257,11 +297,16 @@ impl Proxy {
         // --- end cache hook 2
 
         match sent {
-            Ok(resp) => match self.downstream_response(resp, record, head_only, &target, ask, fill)
-            {
-                Ok(resp) => resp,
-                Err((local, record)) => self.local_response(local, record, head_only),
-            },
+            Ok(resp) => {
+                let ssr = ssr.zip(template_url);
+                match self
+                    .downstream_response(resp, record, head_only, &target, ask, fill, ssr)
+                    .await
+                {
+                    Ok(resp) => resp,
+                    Err((local, record)) => self.local_response(local, record, head_only),
+                }
+            }
             Err(err) => {
                 let local = self.upstream_failure(&err, &target, &mut record);
                 self.local_response(local, record, head_only)
@@ -426,7 +471,7 @@ impl Proxy {
             },
         );
         headers::append_via(headers, received, &self.settings.via_pseudonym);
-        if target.route.transforms.reads_content() {
+        if target.route.transforms.reads_content() || target.route.ssr.is_some() {
             // html-rewrite and msgpack-json read the body: ask for it unencoded
             // (RFC 9110 §12.5.3). `compress`, if listed, encodes it afterwards.
             headers.insert(
@@ -524,8 +569,8 @@ impl Proxy {
     /// A response Weir cannot forward faithfully becomes a 502: a `101`
     /// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
     /// transfer coding other than `chunked`.
-    #[allow(clippy::result_large_err)]
-    fn downstream_response(
+    #[allow(clippy::result_large_err, clippy::too_many_arguments)]
+    async fn downstream_response(
         &self,
         resp: Response<Incoming>,
         mut record: AccessRecord,
@@ -533,6 +578,7 @@ impl Proxy {
         target: &Target<'_>,
         ask: Option<TransformAsk>,
         fill: Option<cache::Fill>,
+        ssr: Option<(SsrAsk<'_>, String)>,
     ) -> Result<Response<ResponseBody>, (Local, AccessRecord)> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;
@@ -595,6 +641,36 @@ impl Proxy {
             _ => source,
         };
         // --- end cache hook 3
+        // SSR: a template is composed with its fragments.
+        let (source, no_body) = match ssr {
+            Some((ssr, url)) if crate::ssr::is_template(&parts.headers, ssr.spec) => {
+                match self
+                    .compose_page(&mut parts, source, no_body, &ssr, url, &mut record)
+                    .await
+                {
+                    Ok(page) => page,
+                    Err(local) => return Err((local, record)),
+                }
+            }
+            _ => (source, no_body),
+        };
+        Ok(self.respond(parts, source, no_body, head_only, record, target, ask))
+    }
+
+    /// The response's last phase: the route's transforms (planned on the
+    /// final head), the body log and the access log stage.
+    #[allow(clippy::too_many_arguments)]
+    fn respond(
+        &self,
+        mut parts: http::response::Parts,
+        source: ResponseSource,
+        no_body: bool,
+        head_only: bool,
+        record: AccessRecord,
+        target: &Target<'_>,
+        ask: Option<TransformAsk>,
+    ) -> Response<ResponseBody> {
+        let status = parts.status;
         let ask_method = ask
             .as_ref()
             .map_or_else(|| record.method().clone(), |a| a.method.clone());
@@ -620,10 +696,156 @@ impl Proxy {
             _ => BodyLog::off(),
         };
         let log = ResponseLog::new(record, Outcome::Ok, !no_body);
-        Ok(Response::from_parts(
+        Response::from_parts(
             parts,
             SourceBody::new(pull(source, body_log.then(chain).then(log))),
-        ))
+        )
+    }
+
+    /// A route with `[route.ssr] template_file`: the page composed from the
+    /// file, whose fragments resolve against the route's upstream.
+    async fn file_page(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        ssr: &SsrAsk<'_>,
+        mut record: AccessRecord,
+        target: &Target<'_>,
+        ask: Option<TransformAsk>,
+    ) -> Response<ResponseBody> {
+        let head_only = *method == Method::HEAD;
+        if *method != Method::GET && !head_only {
+            return self.local_response(
+                Local {
+                    status: StatusCode::METHOD_NOT_ALLOWED,
+                    body: "405 Method Not Allowed: this page answers GET and HEAD\n",
+                    outcome: Outcome::BadRequest,
+                },
+                record,
+                false,
+            );
+        }
+        let Some(file) = &ssr.spec.template_file else {
+            return self.local_response(bad_request("400 Bad Request\n"), record, head_only);
+        };
+        let url = &target.upstream.url;
+        let mut base = format!(
+            "{}://{}{}{}",
+            url.scheme,
+            url.authority,
+            url.base_path,
+            target.route.forward_path(&target.path)
+        );
+        if let Some(q) = uri.query() {
+            base.push('?');
+            base.push_str(q);
+        }
+        let mut parts = Response::new(()).into_parts().0;
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        headers::append_via(&mut parts.headers, Version::HTTP_11, &self.settings.via_pseudonym);
+        record.status = 200;
+        let template = ResponseSource::Local(once(file.bytes.clone()));
+        match self
+            .compose_page(&mut parts, template, false, ssr, base, &mut record)
+            .await
+        {
+            Ok((source, no_body)) => {
+                let no_body = no_body || head_only;
+                let source = if head_only {
+                    ResponseSource::Local(once(Bytes::new()))
+                } else {
+                    source
+                };
+                self.respond(parts, source, no_body, head_only, record, target, ask)
+            }
+            Err(local) => self.local_response(local, record, head_only),
+        }
+    }
+
+    /// Composes the template `source` (at absolute URL `url`) into the
+    /// page: the primary's status and fields, or a redirect with no body.
+    /// Returns the page's source and whether it has no body.
+    ///
+    /// # Errors
+    /// A 502/504 [`Local`] when the primary fragment failed, timed out or
+    /// answered 5xx, or the template's coding cannot be decoded.
+    async fn compose_page(
+        &self,
+        parts: &mut http::response::Parts,
+        source: ResponseSource,
+        no_body: bool,
+        ssr: &SsrAsk<'_>,
+        url: String,
+        record: &mut AccessRecord,
+    ) -> Result<(ResponseSource, bool), Local> {
+        crate::ssr::strip_template_fields(&mut parts.headers);
+        if no_body {
+            return Ok((source, no_body));
+        }
+        let template = match weir_ssr::decode_body(Box::pin(source), &parts.headers) {
+            Ok(t) => t,
+            Err(e) => {
+                record.reason = Some(format!("template: {e}"));
+                self.metrics.ssr_page("failed");
+                return Err(Local {
+                    status: StatusCode::BAD_GATEWAY,
+                    body: "502 Bad Gateway: the page template could not be decoded\n",
+                    outcome: Outcome::UpstreamError,
+                });
+            }
+        };
+        parts.headers.remove(header::CONTENT_ENCODING);
+        let ctx = weir_ssr::PageContext {
+            fetcher: Arc::clone(&self.fetcher) as Arc<dyn weir_ssr::Fetcher>,
+            settings: Arc::clone(&ssr.spec.compose),
+            base: url,
+            headers: ssr.headers.clone(),
+            observer: Arc::clone(&self.ssr_observer) as Arc<dyn weir_ssr::Observer>,
+        };
+        match weir_ssr::compose(template, ctx).await {
+            weir_ssr::Page::Composed {
+                status,
+                headers,
+                body,
+            } => {
+                if let Some(status) = status {
+                    parts.status = status;
+                }
+                crate::ssr::apply_page_fields(&mut parts.headers, headers);
+                record.status = parts.status.as_u16();
+                self.metrics.ssr_page("composed");
+                Ok((ResponseSource::Page(body), false))
+            }
+            weir_ssr::Page::Redirect { status, headers } => {
+                parts.status = status;
+                parts.headers.remove(header::CONTENT_TYPE);
+                crate::ssr::apply_page_fields(&mut parts.headers, headers);
+                record.status = status.as_u16();
+                self.metrics.ssr_page("redirect");
+                Ok((ResponseSource::Local(once(Bytes::new())), true))
+            }
+            weir_ssr::Page::Failed { status, reason } => {
+                tracing::warn!(target: "weir::ssr", "page failed: {reason}");
+                record.reason = Some(reason);
+                self.metrics.ssr_page("failed");
+                Err(if status == StatusCode::GATEWAY_TIMEOUT {
+                    Local {
+                        status,
+                        body: "504 Gateway Timeout: the page's primary fragment did not answer in time\n",
+                        outcome: Outcome::UpstreamTimeout,
+                    }
+                } else {
+                    Local {
+                        status: StatusCode::BAD_GATEWAY,
+                        body: "502 Bad Gateway: the page's primary fragment failed\n",
+                        outcome: Outcome::UpstreamError,
+                    }
+                })
+            }
+        }
     }
 
     /// A response the cache answers (a hit, a collapsed fill, a refreshed

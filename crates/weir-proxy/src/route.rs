@@ -38,6 +38,8 @@ pub struct Route {
     pub body_log: Option<BodyLogSpec>,
     /// Whether responses go through the response cache.
     pub cache: bool,
+    /// SSR composition, if the route's responses are templates.
+    pub ssr: Option<crate::config::SsrSpec>,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -64,6 +66,7 @@ impl RouteTable {
                     mirror: s.mirror.clone(),
                     body_log: s.body_log,
                     cache: s.cache,
+                    ssr: s.ssr.clone(),
                 })
                 .collect(),
         }

@@ -1,9 +1,43 @@
 //! Weir's SSR fragment composition.
 //!
-//! A *template* is an HTML page with include tags (`<fragment>`,
-//! `<esi:include>`). [`scan`] finds them as the template streams, without
-//! parsing the HTML around them.
+//! A *template* is an HTML page with include tags: Tailor-style
+//! `<fragment src="…">` and an ESI subset (`<esi:include>`, `<esi:remove>`,
+//! `<!--esi … -->`). [`compose`] scans the template as it streams
+//! ([`scan`]), starts fetching every fragment at once through a
+//! [`Fetcher`] (the proxy implements it), and returns the page as a
+//! [`PageBody`]: a `weir_stream` [`Source`](weir_stream::Source) that
+//! emits the template and the fragments in document order, each fragment
+//! passed on chunk by chunk as it arrives.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`scan`] | find include tags in a streaming template |
+//! | [`compose`](mod@compose) | the page: slots in order, the primary's head, `async` fragments |
+//! | `fragment` | one fragment's task: sources, deadlines, fallbacks, nested templates |
+//! | `spool` | the byte-bounded buffer between a fragment task and the page |
+//! | `decode` | gzip/deflate fragments decoded before splicing |
+//! | `close` | closing the elements a fragment cut short left open |
+//! | [`fetch`] | the [`Fetcher`] trait |
+//! | [`observe`] | per-fragment events for logs and metrics |
+//! | [`settings`] | [`ComposeSettings`] and their defaults |
+//!
+//! This crate depends on `weir-stream` and its own libraries, never on the
+//! proxy or hyper.
 
+mod close;
+pub mod compose;
+mod decode;
+pub mod fetch;
+mod fragment;
+pub mod observe;
 pub mod scan;
+pub mod settings;
+mod spool;
 
+pub use compose::{PRIMARY_FIELDS, Page, PageBody, PageContext, compose};
+pub use decode::{DecodeError, decode_body};
+pub use fetch::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse};
+pub use fragment::{X_WEIR_TEMPLATE, is_template};
+pub use observe::{Counts, Failure, FragmentEvent, FragmentOutcome, NoObserver, Observer};
 pub use scan::{Include, Piece, ScanLimits, ScanWarning, Scanner, Syntax};
+pub use settings::ComposeSettings;

@@ -9,6 +9,7 @@ mod cache;
 mod duration;
 mod raw;
 mod side;
+mod ssr;
 mod transforms;
 mod validate;
 
@@ -23,6 +24,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 pub use duration::format as format_duration;
+pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use validate::strip_port;
 
 /// A validated configuration.
@@ -188,6 +190,48 @@ pub struct RouteSpec {
     /// `cache = true`: GET responses are served from and stored in the
     /// response cache ([`CacheSettings`]). Default false.
     pub cache: bool,
+    /// `[route.ssr]`: responses are templates composed from fragments.
+    pub ssr: Option<SsrSpec>,
+}
+
+/// A route's `[route.ssr]`, validated.
+#[derive(Debug, Clone)]
+pub struct SsrSpec {
+    /// The template the route answers with, read when the config was
+    /// loaded; `None`: templates come from the upstream.
+    pub template_file: Option<TemplateFile>,
+    /// Which upstream responses are templates.
+    pub detect: TemplateDetect,
+    /// Deadlines, caps and limits of the composition.
+    pub compose: std::sync::Arc<weir_ssr::ComposeSettings>,
+    /// Client request fields forwarded to fragment requests (besides
+    /// `traceparent`, `tracestate` and `x-request-id`, always forwarded).
+    pub forward_headers: Vec<http::HeaderName>,
+    /// Whether the client's `Cookie` goes to fragment requests too.
+    pub forward_cookies: bool,
+    /// Whether fragment responses go through the response cache (stored
+    /// when their fields allow it, RFC 9111).
+    pub cache_fragments: bool,
+}
+
+/// A template file read at load time.
+#[derive(Debug, Clone)]
+pub struct TemplateFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its bytes (at most [`MAX_TEMPLATE_FILE_BYTES`]).
+    pub bytes: bytes::Bytes,
+}
+
+/// `[route.ssr] detect`: which upstream responses are templates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TemplateDetect {
+    /// `text/html` responses that carry `X-Weir-Template: 1` (the default).
+    #[default]
+    Header,
+    /// Every `text/html` response.
+    Html,
 }
 
 /// `[route.mirror]`: where and how a route's requests are copied.

@@ -156,6 +156,8 @@ pub(super) struct RawRoute {
     /// `cache = true`: responses on this route go through the response cache.
     #[serde(default)]
     pub cache: bool,
+    /// `[route.ssr]`: SSR fragment composition.
+    pub ssr: Option<Spanned<super::ssr::RawSsr>>,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.

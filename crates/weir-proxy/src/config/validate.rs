@@ -210,6 +210,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         let transforms = route_transforms(i, r, &errors)?;
         let mirror = route_mirror(i, r, &upstreams, &errors)?;
         let body_log = route_body_log(i, r, &errors)?;
+        let ssr = super::ssr::route_ssr(i, r.ssr.as_ref(), base_dir, &errors)?;
         routes.push(RouteSpec {
             host,
             path_prefix,
@@ -220,6 +221,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             mirror,
             body_log,
             cache: r.cache,
+            ssr,
         });
     }
 

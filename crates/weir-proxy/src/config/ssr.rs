@@ -1,0 +1,256 @@
+//! `[route.ssr]`: the route's responses are templates composed from
+//! fragments (crate `weir-ssr`), checked.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderName;
+use serde::Deserialize;
+use toml::Spanned;
+use weir_ssr::ComposeSettings;
+
+use super::duration;
+use super::validate::Errors;
+use super::{ConfigError, SsrSpec, TemplateDetect, TemplateFile};
+
+/// Largest template file, in bytes (4 MiB).
+pub const MAX_TEMPLATE_FILE_BYTES: u64 = 4 << 20;
+/// Largest `max_parallel`.
+const MAX_PARALLEL: usize = 1024;
+/// Largest `max_includes`.
+const MAX_INCLUDES: usize = 10_000;
+/// Largest `max_depth`.
+const MAX_DEPTH: usize = 10;
+/// `fragment_buffer_bytes` bounds: 1 KiB to 64 MiB.
+const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
+
+/// The client request fields forwarded to fragments unless
+/// `forward_headers` says otherwise.
+pub const DEFAULT_FORWARD_HEADERS: [&str; 3] = ["accept-language", "user-agent", "referer"];
+
+/// `[route.ssr]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSsr {
+    /// A template file (relative to the config file's directory) that the
+    /// route answers with, instead of asking the upstream for a template.
+    pub template_file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub detect: TemplateDetect,
+    #[serde(with = "duration", default = "d_fragment_timeout")]
+    pub fragment_timeout: Duration,
+    #[serde(with = "duration", default = "d_total_timeout")]
+    pub fragment_total_timeout: Duration,
+    #[serde(with = "duration", default = "d_page_timeout")]
+    pub page_timeout: Duration,
+    #[serde(default = "d_max_parallel")]
+    pub max_parallel: Spanned<usize>,
+    #[serde(default = "d_buffer")]
+    pub fragment_buffer_bytes: Spanned<usize>,
+    #[serde(default = "d_max_includes")]
+    pub max_includes: Spanned<usize>,
+    #[serde(default = "d_max_depth")]
+    pub max_depth: Spanned<usize>,
+    #[serde(default)]
+    pub close_open_elements: bool,
+    pub forward_headers: Option<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub forward_cookies: bool,
+    #[serde(default)]
+    pub cache_fragments: bool,
+}
+
+fn defaults() -> ComposeSettings {
+    ComposeSettings::default()
+}
+fn d_fragment_timeout() -> Duration {
+    defaults().fragment_timeout
+}
+fn d_total_timeout() -> Duration {
+    defaults().fragment_total_timeout
+}
+fn d_page_timeout() -> Duration {
+    defaults().page_timeout
+}
+fn d_max_parallel() -> Spanned<usize> {
+    Spanned::new(0..0, defaults().max_parallel)
+}
+fn d_buffer() -> Spanned<usize> {
+    Spanned::new(0..0, defaults().fragment_buffer_bytes)
+}
+fn d_max_includes() -> Spanned<usize> {
+    Spanned::new(0..0, defaults().max_includes)
+}
+fn d_max_depth() -> Spanned<usize> {
+    Spanned::new(0..0, defaults().max_depth)
+}
+
+/// `[route.ssr]` of route `i`, checked; reads the template file.
+pub(super) fn route_ssr(
+    i: usize,
+    raw: Option<&Spanned<RawSsr>>,
+    base_dir: &Path,
+    errors: &Errors<'_>,
+) -> Result<Option<SsrSpec>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let s = raw.get_ref();
+    let key = |k: &str| format!("route[{i}].ssr.{k}");
+    let range = |v: &Spanned<usize>, k: &str, min: usize, max: usize| {
+        let n = *v.get_ref();
+        if n < min || n > max {
+            Err(errors.at(
+                v.span(),
+                key(k),
+                format!("{n} is out of range: expected {min} to {max}"),
+            ))
+        } else {
+            Ok(n)
+        }
+    };
+    let max_parallel = range(&s.max_parallel, "max_parallel", 1, MAX_PARALLEL)?;
+    let buffer = range(
+        &s.fragment_buffer_bytes,
+        "fragment_buffer_bytes",
+        BUFFER_RANGE.0,
+        BUFFER_RANGE.1,
+    )?;
+    let max_includes = range(&s.max_includes, "max_includes", 1, MAX_INCLUDES)?;
+    let max_depth = range(&s.max_depth, "max_depth", 0, MAX_DEPTH)?;
+
+    let forward_headers = match &s.forward_headers {
+        None => DEFAULT_FORWARD_HEADERS
+            .iter()
+            .map(|n| HeaderName::from_static(n))
+            .collect(),
+        Some(list) => {
+            let mut out = Vec::with_capacity(list.len());
+            for (k, name) in list.iter().enumerate() {
+                let parsed = HeaderName::from_bytes(name.get_ref().as_bytes()).map_err(|_| {
+                    errors.at(
+                        name.span(),
+                        format!("route[{i}].ssr.forward_headers[{k}]"),
+                        format!("{:?} is not a header field name", name.get_ref()),
+                    )
+                })?;
+                if parsed == http::header::COOKIE {
+                    return Err(errors.at(
+                        name.span(),
+                        format!("route[{i}].ssr.forward_headers[{k}]"),
+                        "forward Cookie with `forward_cookies = true`",
+                    ));
+                }
+                out.push(parsed);
+            }
+            out
+        }
+    };
+
+    let template_file = match &s.template_file {
+        None => None,
+        Some(path) => Some(read_template(path, base_dir, &key("template_file"), errors)?),
+    };
+
+    let compose = ComposeSettings {
+        fragment_timeout: s.fragment_timeout,
+        fragment_total_timeout: s.fragment_total_timeout,
+        page_timeout: s.page_timeout,
+        max_parallel,
+        fragment_buffer_bytes: buffer,
+        max_includes,
+        max_depth,
+        close_open_elements: s.close_open_elements,
+        ..ComposeSettings::default()
+    };
+    Ok(Some(SsrSpec {
+        template_file,
+        detect: s.detect,
+        compose: Arc::new(compose),
+        forward_headers,
+        forward_cookies: s.forward_cookies,
+        cache_fragments: s.cache_fragments,
+    }))
+}
+
+fn read_template(
+    path: &Spanned<String>,
+    base_dir: &Path,
+    key: &str,
+    errors: &Errors<'_>,
+) -> Result<TemplateFile, ConfigError> {
+    let full = base_dir.join(path.get_ref());
+    let shown = std::path::absolute(&full).unwrap_or_else(|_| full.clone());
+    let fail = |m: String| errors.at(path.span(), key, m);
+    let meta = std::fs::metadata(&full)
+        .map_err(|e| fail(format!("cannot read {}: {e}", shown.display())))?;
+    if !meta.is_file() {
+        return Err(fail(format!("{} is not a file", shown.display())));
+    }
+    if meta.len() > MAX_TEMPLATE_FILE_BYTES {
+        return Err(fail(format!(
+            "{} is {} bytes, more than the limit of {MAX_TEMPLATE_FILE_BYTES}",
+            shown.display(),
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(&full)
+        .map_err(|e| fail(format!("cannot read {}: {e}", shown.display())))?;
+    Ok(TemplateFile {
+        path: shown,
+        bytes: Bytes::from(bytes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Config, TemplateDetect};
+
+    const UP: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n\n\
+                      [[route]]\nupstream = \"app\"\n";
+
+    fn parse(lines: &str) -> Result<Config, String> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        Config::parse(&format!("{UP}{lines}\n"), "t.toml", &root).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_and_a_template_file() {
+        let c = parse("[route.ssr]\n").expect("valid");
+        let s = c.routes[0].ssr.as_ref().expect("ssr");
+        assert_eq!(s.detect, TemplateDetect::Header);
+        assert_eq!(s.compose.max_parallel, 32);
+        assert_eq!(s.compose.fragment_buffer_bytes, 256 * 1024);
+        assert_eq!(s.compose.max_includes, 256);
+        assert_eq!(s.compose.max_depth, 3);
+        assert!(!s.forward_cookies);
+        assert!(s.forward_headers.iter().any(|h| h == "accept-language"));
+        assert!(s.template_file.is_none());
+        let c = parse("[route.ssr]\ntemplate_file = \"fixtures/index.html\"\ndetect = \"html\"\n")
+            .expect("valid");
+        let s = c.routes[0].ssr.as_ref().expect("ssr");
+        assert!(!s.template_file.as_ref().expect("file").bytes.is_empty());
+        assert_eq!(s.detect, TemplateDetect::Html);
+    }
+
+    #[test]
+    fn bad_values_name_file_line_and_key() {
+        let e = parse("[route.ssr]\nmax_parallel = 0\n").expect_err("range");
+        assert!(e.starts_with("t.toml:7:"), "{e}");
+        assert!(e.contains("route[0].ssr.max_parallel"), "{e}");
+        let e = parse("[route.ssr]\ntemplate_file = \"no/such.html\"\n").expect_err("file");
+        assert!(e.contains("route[0].ssr.template_file") && e.contains("no/such.html"), "{e}");
+        let e = parse("[route.ssr]\nforward_headers = [\"bad header\"]\n").expect_err("name");
+        assert!(e.contains("forward_headers[0]"), "{e}");
+        let e = parse("[route.ssr]\nforward_headers = [\"Cookie\"]\n").expect_err("cookie");
+        assert!(e.contains("forward_cookies"), "{e}");
+        let e = parse("[route.ssr]\ndetect = \"sometimes\"\n").expect_err("detect");
+        assert!(e.contains("detect"), "{e}");
+        let e = parse("[route.ssr]\nfragment_timout = \"1s\"\n").expect_err("typo");
+        assert!(e.contains("fragment_timout"), "{e}");
+    }
+}

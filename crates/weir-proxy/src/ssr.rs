@@ -1,0 +1,307 @@
+//! SSR composition in the proxy: the [`Fetcher`] that `weir-ssr` fetches
+//! fragments through, the fields fragment requests carry, and which
+//! responses are templates.
+//!
+//! Fragments go through the same pooled upstream client as every request
+//! (counted connections, `connect_timeout`, `response_header_timeout`),
+//! only to the upstreams the config names: a relative `src` resolves
+//! against the template's own URL (RFC 3986 §5), an absolute one must name
+//! the host and port of an upstream.
+
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Request, Uri, Version};
+use http_body_util::{Either, Empty};
+use weir_ssr::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse, Observer};
+use weir_stream::body::HttpBodySource;
+
+use crate::body::IdleTimeout;
+use crate::config::{SsrSpec, TemplateDetect, UpstreamUrl};
+use crate::headers::{self, Peer};
+use crate::metrics::Metrics;
+use crate::upstream::UpstreamClient;
+
+/// `x-request-id`: forwarded to fragments, made up when the client sent none.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+
+/// Fetches fragments from the config's upstreams.
+#[derive(Debug, Clone)]
+pub struct ProxyFetcher {
+    client: UpstreamClient,
+    upstreams: Arc<[UpstreamUrl]>,
+    body_idle_timeout: Duration,
+}
+
+impl ProxyFetcher {
+    /// A fetcher over `client`, to `upstreams` only.
+    pub fn new(
+        client: UpstreamClient,
+        upstreams: Arc<[UpstreamUrl]>,
+        body_idle_timeout: Duration,
+    ) -> ProxyFetcher {
+        ProxyFetcher {
+            client,
+            upstreams,
+            body_idle_timeout,
+        }
+    }
+
+    /// The upstream whose authority is `host:port` (host compared without
+    /// case, the port defaulting to 80).
+    fn upstream_for(&self, host: &str, port: u16) -> Option<&UpstreamUrl> {
+        self.upstreams.iter().find(|u| {
+            let a = &u.authority;
+            a.host().trim_start_matches('[').trim_end_matches(']').eq_ignore_ascii_case(
+                host.trim_start_matches('[').trim_end_matches(']'),
+            ) && a.port_u16().unwrap_or(80) == port
+        })
+    }
+}
+
+impl Fetcher for ProxyFetcher {
+    fn resolve(&self, base: &str, src: &str) -> Result<String, FetchError> {
+        let invalid = |reason: String| FetchError::Invalid {
+            src: src.to_owned(),
+            reason,
+        };
+        let base = url::Url::parse(base).map_err(|e| invalid(format!("bad base URL: {e}")))?;
+        let mut url = base.join(src.trim()).map_err(|e| invalid(e.to_string()))?;
+        url.set_fragment(None);
+        if url.scheme() != "http" {
+            return Err(FetchError::NotAllowed {
+                src: src.to_owned(),
+            });
+        }
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Err(invalid("no host".into()));
+        };
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid("user info is not allowed".into()));
+        }
+        if self.upstream_for(host, port).is_none() {
+            return Err(FetchError::NotAllowed {
+                src: src.to_owned(),
+            });
+        }
+        Ok(url.into())
+    }
+
+    fn fetch(&self, url: &str, mut headers: HeaderMap) -> FetchFuture {
+        let client = self.client.clone();
+        let idle = self.body_idle_timeout;
+        let uri = url.parse::<Uri>();
+        let url = url.to_owned();
+        Box::pin(async move {
+            let uri = uri.map_err(|e| FetchError::Invalid {
+                src: url.clone(),
+                reason: e.to_string(),
+            })?;
+            // weir-ssr decodes gzip; nothing else is asked for.
+            headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+            let mut req = Request::new(Either::Right(Empty::new()));
+            *req.method_mut() = Method::GET;
+            *req.uri_mut() = uri;
+            *req.version_mut() = Version::HTTP_11;
+            *req.headers_mut() = headers;
+            let resp = client.send(req).await.map_err(|e| FetchError::Upstream {
+                reason: e.to_string(),
+            })?;
+            let (mut parts, body) = resp.into_parts();
+            headers::remove_hop_by_hop(&mut parts.headers);
+            let body: BoxSource = Box::pin(IdleTimeout::new(HttpBodySource::new(body), idle));
+            Ok(FragmentResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+}
+
+/// What a fragment request carries of the client's request `headers`:
+/// the route's `forward_headers`, `Cookie` when `forward_cookies`,
+/// `traceparent`/`tracestate`, `x-request-id` (made up when missing),
+/// `X-Forwarded-*` as for any upstream request, and Weir's `Via`.
+pub fn fragment_headers(
+    client: &HeaderMap,
+    spec: &SsrSpec,
+    peer: Peer<'_>,
+    version: Version,
+    via_pseudonym: &str,
+) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    let copy = |out: &mut HeaderMap, name: &HeaderName| {
+        for v in client.get_all(name) {
+            out.append(name.clone(), v.clone());
+        }
+    };
+    for name in &spec.forward_headers {
+        copy(&mut out, name);
+    }
+    if spec.forward_cookies {
+        copy(&mut out, &header::COOKIE);
+        headers::join_cookies(&mut out);
+    }
+    for name in [TRACEPARENT, TRACESTATE, X_REQUEST_ID] {
+        copy(&mut out, &name);
+    }
+    if !out.contains_key(&X_REQUEST_ID)
+        && let Ok(v) = HeaderValue::try_from(new_request_id())
+    {
+        out.insert(X_REQUEST_ID, v);
+    }
+    // The client's own X-Forwarded-* chain, when the peer is trusted.
+    if peer.trusted {
+        for name in ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"] {
+            copy(&mut out, &HeaderName::from_static(name));
+        }
+    }
+    headers::set_forwarded(&mut out, peer);
+    headers::append_via(&mut out, version, via_pseudonym);
+    out
+}
+
+/// A random 128-bit id in hex, for `x-request-id`.
+fn new_request_id() -> String {
+    let a = std::hash::RandomState::new().build_hasher().finish();
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u64(a);
+    format!("{a:016x}{:016x}", h.finish())
+}
+
+/// Whether a response on an SSR route is a template: `text/html`, and
+/// `X-Weir-Template: 1` unless `detect = "html"`.
+pub fn is_template(headers: &HeaderMap, spec: &SsrSpec) -> bool {
+    let html = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/html"));
+    html && (spec.detect == TemplateDetect::Html || weir_ssr::is_template(headers))
+}
+
+/// Removes the fields of a template response that do not describe the
+/// composed page: its length and validators, ranges, digests, and
+/// `X-Weir-Template` itself.
+pub fn strip_template_fields(headers: &mut HeaderMap) {
+    for name in [
+        header::CONTENT_LENGTH,
+        header::ETAG,
+        header::LAST_MODIFIED,
+        header::ACCEPT_RANGES,
+        header::CONTENT_RANGE,
+        HeaderName::from_static("content-md5"),
+        HeaderName::from_static("digest"),
+        HeaderName::from_static("content-digest"),
+        HeaderName::from_static("repr-digest"),
+        weir_ssr::X_WEIR_TEMPLATE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// Applies a composition's fields to the page's: the primary's replace
+/// (`Set-Cookie` and `Link` are appended).
+pub fn apply_page_fields(page: &mut HeaderMap, set: HeaderMap) {
+    let mut last: Option<HeaderName> = None;
+    for (name, value) in set {
+        let name = match name {
+            Some(n) => {
+                if n != header::SET_COOKIE && n != header::LINK {
+                    page.remove(&n);
+                }
+                last = Some(n.clone());
+                n
+            }
+            None => match &last {
+                Some(n) => n.clone(),
+                None => continue,
+            },
+        };
+        page.append(name, value);
+    }
+}
+
+/// Counts fragment outcomes into the proxy's metrics.
+#[derive(Debug)]
+pub struct MetricsObserver(pub Arc<Metrics>);
+
+impl Observer for MetricsObserver {
+    fn fragment(&self, event: &weir_ssr::FragmentEvent<'_>) {
+        self.0.ssr_fragment(event.outcome, event.failure);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fetcher() -> ProxyFetcher {
+        let client = UpstreamClient::new(&crate::config::ClientSettings {
+            connect_timeout: Duration::from_secs(1),
+            response_header_timeout: Duration::from_secs(1),
+            pool_idle_timeout: Duration::from_secs(1),
+            pool_max_idle_per_host: 1,
+        });
+        let up = |a: &str| UpstreamUrl {
+            scheme: http::uri::Scheme::HTTP,
+            authority: a.parse().expect("authority"),
+            base_path: String::new(),
+        };
+        ProxyFetcher::new(
+            client,
+            vec![up("127.0.0.1:8081"), up("frags.internal")].into(),
+            Duration::from_secs(1),
+        )
+    }
+
+    #[tokio::test]
+    async fn src_resolves_against_the_template_and_only_to_named_upstreams() {
+        let f = fetcher();
+        let base = "http://127.0.0.1:8081/shop/page?x=1";
+        assert_eq!(
+            f.resolve(base, "/fragment/a?delay_ms=5").expect("abs path"),
+            "http://127.0.0.1:8081/fragment/a?delay_ms=5"
+        );
+        assert_eq!(
+            f.resolve(base, "nav#top").expect("relative"),
+            "http://127.0.0.1:8081/shop/nav"
+        );
+        assert_eq!(
+            f.resolve(base, "http://FRAGS.internal:80/x").expect("other upstream"),
+            "http://frags.internal/x"
+        );
+        for bad in [
+            "http://evil.example/x",
+            "http://127.0.0.1:9999/x",
+            "https://127.0.0.1:8081/x",
+            "//evil.example/x",
+            "file:///etc/passwd",
+        ] {
+            assert!(
+                matches!(f.resolve(base, bad), Err(FetchError::NotAllowed { .. })),
+                "{bad}"
+            );
+        }
+        assert!(f.resolve(base, "http://u:p@127.0.0.1:8081/").is_err());
+    }
+
+    #[test]
+    fn page_fields_replace_but_cookies_and_links_add() {
+        let mut page = HeaderMap::new();
+        page.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=60"));
+        page.insert(header::SET_COOKIE, HeaderValue::from_static("t=1"));
+        let mut set = HeaderMap::new();
+        set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        set.append(header::SET_COOKIE, HeaderValue::from_static("a=1"));
+        set.append(header::SET_COOKIE, HeaderValue::from_static("b=2"));
+        apply_page_fields(&mut page, set);
+        assert_eq!(page[header::CACHE_CONTROL], "no-store");
+        assert_eq!(page.get_all(header::SET_COOKIE).iter().count(), 3);
+    }
+}

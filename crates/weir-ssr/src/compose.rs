@@ -1,0 +1,597 @@
+//! The page: template pieces and fragment slots, emitted in document order.
+//!
+//! The template is scanned as it arrives, up to `template_read_ahead` bytes
+//! ahead of the client, and every include found starts its fragment's task
+//! at once ([`crate::fragment`]). The page is a [`Source`]: each poll hands
+//! on the template text up to the next slot and whatever the fragment at the
+//! head of the line has received, so that fragment streams chunk by chunk
+//! while the ones after it fill their spools (bounded in bytes).
+//!
+//! At every fragment boundary the page returns `Pending` once (waking
+//! itself at once): the pipeline downstream takes that as an idle point and
+//! flushes (a compressor's sync flush, a coalescer's partial batch), so a
+//! finished fragment reaches the client even when the next one is ready.
+//!
+//! `async` fragments leave a placeholder where they stand and are emitted,
+//! in the order they become ready, before the first `</body>` (or at the
+//! end of a template without one), each inside a `<template>` with a small
+//! inline script that moves it into place.
+//!
+//! Dropping the page aborts every fragment task: in-flight fetches are
+//! cancelled and their upstream connections closed.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use tokio::time::Instant;
+
+use bytes::Bytes;
+use http::header::{self, HeaderName};
+use http::{HeaderMap, StatusCode};
+use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
+use weir_stream::{Batch, BatchResult, Source, StreamError};
+
+use crate::fetch::{BoxSource, Fetcher};
+use crate::fragment::{self, Job};
+use crate::observe::{Failure, FragmentEvent, FragmentOutcome, Observer};
+use crate::scan::{Include, Piece, Scanner};
+use crate::settings::ComposeSettings;
+use crate::spool::{Head, SpoolReader, spool};
+
+/// Fields of the primary fragment's response that become the page's
+/// (besides its status): `Set-Cookie` (all of them), `Cache-Control`,
+/// `Vary`, and `Location` for a redirect.
+pub const PRIMARY_FIELDS: [HeaderName; 4] = [
+    header::SET_COOKIE,
+    header::CACHE_CONTROL,
+    header::VARY,
+    header::LOCATION,
+];
+
+/// What a page needs from the request that asked for it.
+#[derive(Clone)]
+pub struct PageContext {
+    /// Resolves and fetches the fragments.
+    pub fetcher: Arc<dyn Fetcher>,
+    /// The route's settings.
+    pub settings: Arc<ComposeSettings>,
+    /// The absolute URL of the template (relative `src`s resolve against it).
+    pub base: String,
+    /// Fields sent with every fragment request (the client's allowed
+    /// fields, `traceparent`, `x-request-id`).
+    pub headers: HeaderMap,
+    /// Receives the fragment events.
+    pub observer: Arc<dyn Observer>,
+}
+
+impl std::fmt::Debug for PageContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageContext")
+            .field("base", &self.base)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a composition decided before its first byte.
+#[derive(Debug)]
+pub enum Page {
+    /// Stream the composed page.
+    Composed {
+        /// The primary fragment's status, or `None` (no primary: keep the
+        /// template's own status).
+        status: Option<StatusCode>,
+        /// Fields to set on the response: the primary's [`PRIMARY_FIELDS`]
+        /// (replacing the template's, `Set-Cookie` appended) and the `Link`
+        /// fields of every fragment whose head had arrived (appended).
+        headers: HeaderMap,
+        /// The page.
+        body: PageBody,
+    },
+    /// The primary fragment redirected: send its status and fields, no page.
+    Redirect {
+        /// A 3xx.
+        status: StatusCode,
+        /// Its `Location` and the other [`PRIMARY_FIELDS`].
+        headers: HeaderMap,
+    },
+    /// The primary fragment failed, timed out or answered 5xx (or the
+    /// template failed before the page started): send `status` with a short
+    /// error body, no page.
+    Failed {
+        /// `502`, or `504` on a timeout.
+        status: StatusCode,
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+/// The composition's state shared by all its levels and tasks.
+pub(crate) struct Shared {
+    pub fetcher: Arc<dyn Fetcher>,
+    pub settings: Arc<ComposeSettings>,
+    pub headers: HeaderMap,
+    pub observer: Arc<dyn Observer>,
+    /// `max_parallel` fetches at a time, page-wide.
+    pub permits: Arc<Semaphore>,
+    /// Includes processed so far, page-wide.
+    pub includes: AtomicUsize,
+    /// The next `async` placeholder number, page-wide.
+    pub next_async: AtomicUsize,
+    /// The page budget's end.
+    pub deadline: Instant,
+}
+
+/// One template level: the page (depth 0) or a nested template.
+#[derive(Clone)]
+pub(crate) struct Level {
+    pub shared: Arc<Shared>,
+    /// The absolute URL of this level's template.
+    pub base: Arc<str>,
+    pub depth: usize,
+    /// Resolved URLs of the templates composing this one (loop detection).
+    pub ancestors: Arc<[Arc<str>]>,
+}
+
+impl Level {
+    /// The level of a fragment of this one that is itself a template.
+    pub fn child(&self, url: String) -> Level {
+        let url: Arc<str> = url.into();
+        let mut ancestors: Vec<Arc<str>> = self.ancestors.to_vec();
+        ancestors.push(Arc::clone(&url));
+        Level {
+            shared: Arc::clone(&self.shared),
+            base: url,
+            depth: self.depth + 1,
+            ancestors: ancestors.into(),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Slot {
+    Text(Bytes),
+    Frag(usize),
+    /// Where the `async` fragments go.
+    AsyncPoint,
+}
+
+struct Frag {
+    reader: SpoolReader,
+    /// The placeholder number of an `async` fragment.
+    async_id: Option<usize>,
+}
+
+/// A composed page (or nested template) as a [`Source`] of batches.
+///
+/// Dropping it aborts every fragment task it started.
+pub struct PageBody {
+    level: Level,
+    template: Option<BoxSource>,
+    scanner: Scanner,
+    scratch: Vec<Piece>,
+    slots: VecDeque<Slot>,
+    /// Template bytes queued in `slots`, not yet handed on.
+    held_text: usize,
+    frags: Vec<Option<Frag>>,
+    /// `async` fragments not yet emitted, in document order.
+    asyncs: Vec<usize>,
+    async_point_seen: bool,
+    /// Whether a primary may still be taken (page level, before the head).
+    primary_open: bool,
+    primary: Option<usize>,
+    tasks: Vec<AbortHandle>,
+    flush_next: bool,
+    failed: Option<StreamError>,
+    /// A warning was logged for going over `max_includes`.
+    limit_logged: bool,
+}
+
+impl std::fmt::Debug for PageBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageBody")
+            .field("base", &self.level.base)
+            .field("depth", &self.level.depth)
+            .field("slots", &self.slots.len())
+            .field("fragments", &self.frags.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Composes the page for `template` (the template's body, as received).
+///
+/// Scans the template and starts the fragments; when the template has a
+/// primary fragment, waits for its response head (the status line is all
+/// that is held); otherwise decides at once. Resolves to what to send.
+///
+/// # Panics
+/// Outside a Tokio runtime (fragments run as tasks).
+pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
+    let shared = Arc::new(Shared {
+        permits: Arc::new(Semaphore::new(ctx.settings.max_parallel.max(1))),
+        deadline: Instant::now() + ctx.settings.page_timeout,
+        fetcher: ctx.fetcher,
+        settings: ctx.settings,
+        headers: ctx.headers,
+        observer: ctx.observer,
+        includes: AtomicUsize::new(0),
+        next_async: AtomicUsize::new(0),
+    });
+    let base: Arc<str> = ctx.base.into();
+    let level = Level {
+        shared,
+        ancestors: Arc::new([Arc::clone(&base)]),
+        base,
+        depth: 0,
+    };
+    let mut body = PageBody::new(template, level, true);
+    let decision = poll_fn(|cx| body.poll_head(cx)).await;
+    match decision {
+        Decision::Compose { status, headers } => Page::Composed {
+            status,
+            headers,
+            body,
+        },
+        Decision::Redirect { status, headers } => Page::Redirect { status, headers },
+        Decision::Failed { status, reason } => Page::Failed { status, reason },
+    }
+}
+
+enum Decision {
+    Compose {
+        status: Option<StatusCode>,
+        headers: HeaderMap,
+    },
+    Redirect {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
+    Failed {
+        status: StatusCode,
+        reason: String,
+    },
+}
+
+impl PageBody {
+    fn new(template: BoxSource, level: Level, top: bool) -> PageBody {
+        let scanner = Scanner::new(level.shared.settings.scan);
+        PageBody {
+            level,
+            template: Some(template),
+            scanner,
+            scratch: Vec::new(),
+            slots: VecDeque::new(),
+            held_text: 0,
+            frags: Vec::new(),
+            asyncs: Vec::new(),
+            async_point_seen: false,
+            primary_open: top,
+            primary: None,
+            tasks: Vec::new(),
+            flush_next: false,
+            failed: None,
+            limit_logged: false,
+        }
+    }
+
+    /// A nested template's page: no primary, no head of its own.
+    pub(crate) fn nested(template: BoxSource, level: Level) -> PageBody {
+        PageBody::new(template, level, false)
+    }
+
+    /// Scans what the template has ready, up to the read-ahead bound.
+    fn drive_template(&mut self, cx: &mut Context<'_>) -> Result<(), StreamError> {
+        let ahead = self.level.shared.settings.template_read_ahead.max(1);
+        while self.held_text < ahead {
+            let Some(t) = self.template.as_mut() else {
+                break;
+            };
+            match t.as_mut().poll_next_batch(cx) {
+                Poll::Ready(Some(Ok(batch))) => {
+                    for chunk in batch {
+                        self.scanner.feed(chunk, &mut self.scratch);
+                    }
+                    self.take_pieces();
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.template = None;
+                    self.failed = Some(e.clone());
+                    return Err(e);
+                }
+                Poll::Ready(None) => {
+                    self.template = None;
+                    self.scanner.finish(&mut self.scratch);
+                    self.take_pieces();
+                    if !self.async_point_seen {
+                        self.async_point_seen = true;
+                        self.slots.push_back(Slot::AsyncPoint);
+                    }
+                }
+                Poll::Pending => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn take_pieces(&mut self) {
+        let mut pieces = std::mem::take(&mut self.scratch);
+        for piece in pieces.drain(..) {
+            match piece {
+                Piece::Text(b) => {
+                    self.held_text += b.len();
+                    self.slots.push_back(Slot::Text(b));
+                }
+                Piece::Include(inc) => self.add_include(inc),
+                Piece::BodyEnd => {
+                    if !self.async_point_seen {
+                        self.async_point_seen = true;
+                        self.slots.push_back(Slot::AsyncPoint);
+                    }
+                }
+                Piece::Warning(w) => {
+                    tracing::warn!(
+                        target: "weir::ssr", template = %self.level.base, depth = self.level.depth,
+                        "template: {w:?}"
+                    );
+                }
+            }
+        }
+        self.scratch = pieces;
+    }
+
+    fn add_include(&mut self, inc: Box<Include>) {
+        let shared = Arc::clone(&self.level.shared);
+        let index = self.frags.len();
+        let (writer, reader) = spool(shared.settings.fragment_buffer_bytes);
+        let primary = inc.primary && self.primary_open && self.primary.is_none();
+        if inc.primary && !primary {
+            tracing::debug!(
+                target: "weir::ssr", src = ?inc.src, depth = self.level.depth,
+                "primary ignored (nested template, a second primary, or after the page's head)"
+            );
+        }
+        let async_id = (inc.is_async && !primary)
+            .then(|| shared.next_async.fetch_add(1, Ordering::Relaxed));
+        let n = shared.includes.fetch_add(1, Ordering::Relaxed);
+        if n >= shared.settings.max_includes {
+            // Over the limit: no fetch; the inline markup, at once.
+            let limit = shared.settings.max_includes;
+            if !self.limit_logged {
+                self.limit_logged = true;
+                tracing::warn!(
+                    target: "weir::ssr", template = %self.level.base, limit,
+                    "more than max_includes includes: the rest get their inline fallback"
+                );
+            }
+            let failure = Failure::Limit { limit };
+            writer.head(Head::Failed {
+                timeout: false,
+                reason: failure.to_string(),
+            });
+            writer.push_now(inc.fallback.clone());
+            shared.observer.fragment(&FragmentEvent {
+                src: inc.src.as_deref().unwrap_or(""),
+                outcome: FragmentOutcome::Skipped,
+                failure: Some(&failure),
+                elapsed: std::time::Duration::ZERO,
+                depth: self.level.depth,
+            });
+            drop(writer);
+        } else {
+            let job = Job {
+                level: self.level.clone(),
+                include: inc,
+                primary,
+                writer,
+            };
+            self.tasks.push(tokio::spawn(fragment::run(job)).abort_handle());
+        }
+        if primary {
+            self.primary = Some(index);
+        }
+        self.frags.push(Some(Frag { reader, async_id }));
+        match async_id {
+            Some(id) => {
+                self.asyncs.push(index);
+                let placeholder = format!("<template id=\"weir-slot-{id}\"></template>");
+                self.held_text += placeholder.len();
+                self.slots.push_back(Slot::Text(Bytes::from(placeholder)));
+            }
+            None => self.slots.push_back(Slot::Frag(index)),
+        }
+    }
+
+    /// The page's head: waits for the primary's, if there is one.
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Decision> {
+        if let Err(e) = self.drive_template(cx) {
+            return Poll::Ready(Decision::Failed {
+                status: StatusCode::BAD_GATEWAY,
+                reason: format!("template body failed: {e}"),
+            });
+        }
+        let Some(p) = self.primary else {
+            self.primary_open = false;
+            return Poll::Ready(Decision::Compose {
+                status: None,
+                headers: self.links(),
+            });
+        };
+        let Some(frag) = self.frags.get(p).and_then(Option::as_ref) else {
+            return Poll::Ready(Decision::Failed {
+                status: StatusCode::BAD_GATEWAY,
+                reason: "primary fragment lost".into(),
+            });
+        };
+        let head = std::task::ready!(frag.reader.poll_head(cx));
+        self.primary_open = false;
+        Poll::Ready(match head {
+            Head::Failed { timeout, reason } => Decision::Failed {
+                status: if timeout {
+                    StatusCode::GATEWAY_TIMEOUT
+                } else {
+                    StatusCode::BAD_GATEWAY
+                },
+                reason: format!("primary fragment failed: {reason}"),
+            },
+            Head::Response { status, headers } => {
+                let mut set = primary_fields(&headers, status.is_redirection());
+                if status.is_server_error() {
+                    Decision::Failed {
+                        status: StatusCode::BAD_GATEWAY,
+                        reason: format!("primary fragment answered {status}"),
+                    }
+                } else if status.is_redirection() {
+                    Decision::Redirect {
+                        status,
+                        headers: set,
+                    }
+                } else {
+                    for v in self.links().get_all(header::LINK) {
+                        set.append(header::LINK, v.clone());
+                    }
+                    Decision::Compose {
+                        status: Some(status),
+                        headers: set,
+                    }
+                }
+            }
+        })
+    }
+
+    /// The `Link` fields of every fragment whose head is known now.
+    fn links(&self) -> HeaderMap {
+        let mut out = HeaderMap::new();
+        for frag in self.frags.iter().flatten() {
+            if let Some(Head::Response { headers, .. }) = frag.reader.head() {
+                for v in headers.get_all(header::LINK) {
+                    out.append(header::LINK, v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// Moves the next `async` fragment that is ready in front of the async
+    /// point; `Ready(true)` when none is left.
+    fn poll_next_async(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.asyncs.is_empty() {
+            return Poll::Ready(true);
+        }
+        let ready = self.asyncs.iter().position(|&i| {
+            self.frags[i]
+                .as_ref()
+                .is_none_or(|f| f.reader.poll_ready(cx).is_ready())
+        });
+        let Some(at) = ready else {
+            return Poll::Pending;
+        };
+        let index = self.asyncs.remove(at);
+        let id = self.frags[index]
+            .as_ref()
+            .and_then(|f| f.async_id)
+            .unwrap_or(index);
+        let open = format!("<template id=\"weir-async-{id}\">");
+        let close = format!(
+            "</template><script>(function(){{var t=document.getElementById(\"weir-async-{id}\"),\
+             p=document.getElementById(\"weir-slot-{id}\");if(t&&p){{p.replaceWith(t.content);\
+             t.remove()}}}})()</script>"
+        );
+        self.held_text += open.len() + close.len();
+        self.slots.push_front(Slot::Text(Bytes::from(close)));
+        self.slots.push_front(Slot::Frag(index));
+        self.slots.push_front(Slot::Text(Bytes::from(open)));
+        Poll::Ready(false)
+    }
+}
+
+/// The primary's fields that the page takes.
+fn primary_fields(headers: &HeaderMap, redirect: bool) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for name in PRIMARY_FIELDS {
+        if name == header::LOCATION && !redirect {
+            continue;
+        }
+        for v in headers.get_all(&name) {
+            out.append(name.clone(), v.clone());
+        }
+    }
+    out
+}
+
+impl Source for PageBody {
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        let this = self.get_mut();
+        if let Some(e) = &this.failed {
+            return Poll::Ready(Some(Err(e.clone())));
+        }
+        if let Err(e) = this.drive_template(cx) {
+            return Poll::Ready(Some(Err(e)));
+        }
+        if this.flush_next {
+            this.flush_next = false;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let mut out = Batch::new();
+        while let Some(slot) = this.slots.front() {
+            match slot {
+                Slot::Text(_) => {
+                    if let Some(Slot::Text(b)) = this.slots.pop_front() {
+                        this.held_text = this.held_text.saturating_sub(b.len());
+                        out.push(b);
+                    }
+                }
+                &Slot::Frag(i) => {
+                    let Some(frag) = this.frags[i].as_mut() else {
+                        this.slots.pop_front();
+                        continue;
+                    };
+                    match Pin::new(&mut frag.reader).poll_next_batch(cx) {
+                        Poll::Ready(Some(Ok(batch))) => {
+                            out.append(batch);
+                            break;
+                        }
+                        Poll::Ready(Some(Err(_)) | None) => {
+                            this.slots.pop_front();
+                            this.frags[i] = None;
+                            // A boundary: let the pipeline flush.
+                            if out.is_empty() {
+                                cx.waker().wake_by_ref();
+                                return Poll::Pending;
+                            }
+                            this.flush_next = true;
+                            break;
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+                Slot::AsyncPoint => match this.poll_next_async(cx) {
+                    Poll::Ready(true) => {
+                        this.slots.pop_front();
+                    }
+                    Poll::Ready(false) => {}
+                    Poll::Pending => break,
+                },
+            }
+        }
+        if !out.is_empty() {
+            return Poll::Ready(Some(Ok(out)));
+        }
+        if this.slots.is_empty() && this.template.is_none() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for PageBody {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

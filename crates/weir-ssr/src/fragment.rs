@@ -1,0 +1,324 @@
+//! One fragment's task: fetch, fall back, stream into its spool.
+//!
+//! The sources are tried in order — `src`, then `fallback-src` (or ESI
+//! `alt`) — each with its own first-byte deadline inside the fragment's
+//! total deadline. The first that delivers a first byte (or ends cleanly
+//! empty) streams; if none does, the inline fallback markup is written, or
+//! nothing. A fragment that fails after it started streaming just ends (and,
+//! with `close_open_elements`, closes what it opened). The primary fragment
+//! has no fallbacks: its head, whatever its status, goes to the page as
+//! soon as it arrives.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, StatusCode};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::timeout_at;
+use weir_stream::{Batch, SourceExt as _};
+
+use crate::close::OpenElements;
+use crate::compose::{Level, PageBody};
+use crate::decode::{Decoded, coding_of};
+use crate::fetch::BoxSource;
+use crate::observe::{Failure, FragmentEvent, FragmentOutcome};
+use crate::scan::Include;
+use crate::spool::{Head, SpoolWriter};
+
+/// `X-Weir-Template: 1` on a fragment's response: compose it too.
+pub const X_WEIR_TEMPLATE: HeaderName = HeaderName::from_static("x-weir-template");
+
+/// Whether a response says it is a template (`X-Weir-Template: 1`, or
+/// `true`).
+pub fn is_template(headers: &HeaderMap) -> bool {
+    headers.get(&X_WEIR_TEMPLATE).is_some_and(|v| {
+        let v = v.as_bytes();
+        v == b"1" || v.eq_ignore_ascii_case(b"true")
+    })
+}
+
+/// A fragment to run.
+pub(crate) struct Job {
+    pub level: Level,
+    pub include: Box<Include>,
+    pub primary: bool,
+    pub writer: SpoolWriter,
+}
+
+/// A source that delivered its first byte.
+struct Started {
+    src: String,
+    first: Option<Batch>,
+    body: BoxSource,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Runs the fragment to its end and reports it.
+pub(crate) async fn run(job: Job) {
+    let start = Instant::now();
+    let settings = &job.level.shared.settings;
+    let page_deadline = job.level.shared.deadline;
+    let total = job
+        .include
+        .total_timeout
+        .unwrap_or(settings.fragment_total_timeout);
+    let total_deadline = (start + total).min(page_deadline);
+    let first_timeout = job.include.timeout.unwrap_or(settings.fragment_timeout);
+
+    let mut candidates: Vec<String> = Vec::with_capacity(3);
+    for s in [
+        &job.include.src,
+        &job.include.fallback_src,
+        &job.include.alt,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !candidates.contains(s) {
+            candidates.push(s.clone());
+        }
+    }
+
+    let mut failure = if candidates.is_empty() {
+        Some(Failure::NoSource)
+    } else {
+        None
+    };
+    for (n, src) in candidates.iter().enumerate() {
+        let tried = Instant::now();
+        let first_deadline = (tried + first_timeout).min(total_deadline);
+        match attempt(&job, src, first_deadline).await {
+            Ok(Some(started)) => {
+                let outcome = if n == 0 {
+                    FragmentOutcome::Ok
+                } else {
+                    FragmentOutcome::Fallback
+                };
+                let end = stream(&job, started, total_deadline).await;
+                let (outcome, why) = match end {
+                    Ok(()) => (outcome, failure),
+                    Err(StreamEnd::Gone) => (FragmentOutcome::Cancelled, failure),
+                    Err(StreamEnd::Cut(f)) => {
+                        tracing::warn!(
+                            target: "weir::ssr", src = %src, depth = job.level.depth,
+                            "fragment cut short after it started streaming: {f}"
+                        );
+                        (FragmentOutcome::Cut, Some(f))
+                    }
+                };
+                report(&job, src, outcome, why.as_ref(), start);
+                return;
+            }
+            // The primary's head went to the page; its body is not wanted.
+            Ok(None) => {
+                report(&job, src, FragmentOutcome::Ok, None, start);
+                return;
+            }
+            Err(f) => {
+                let f = match f {
+                    Failure::Timeout { .. } => Failure::Timeout {
+                        elapsed_ms: millis(tried.elapsed()),
+                    },
+                    other => other,
+                };
+                if !job.writer.is_wanted() {
+                    report(&job, src, FragmentOutcome::Cancelled, Some(&f), start);
+                    return;
+                }
+                let next = candidates.get(n + 1).map_or("inline fallback", |s| s.as_str());
+                tracing::warn!(
+                    target: "weir::ssr", src = %src, depth = job.level.depth,
+                    "fragment source failed before its first byte: {f}; next: {next}"
+                );
+                failure = Some(f);
+                if job.primary {
+                    break;
+                }
+            }
+        }
+    }
+
+    let why = failure.unwrap_or(Failure::NoSource);
+    job.writer.head(Head::Failed {
+        timeout: matches!(why, Failure::Timeout { .. }),
+        reason: why.to_string(),
+    });
+    let src = candidates.first().map_or("", |s| s.as_str());
+    if job.primary {
+        report(&job, src, FragmentOutcome::Empty, Some(&why), start);
+        return;
+    }
+    let outcome = if job.include.fallback.is_empty() {
+        FragmentOutcome::Empty
+    } else if job
+        .writer
+        .write(Batch::one(job.include.fallback.clone()))
+        .await
+        .is_ok()
+    {
+        FragmentOutcome::Inline
+    } else {
+        FragmentOutcome::Cancelled
+    };
+    report(&job, src, outcome, Some(&why), start);
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn report(job: &Job, src: &str, outcome: FragmentOutcome, failure: Option<&Failure>, start: Instant) {
+    let elapsed = start.elapsed();
+    tracing::debug!(
+        target: "weir::ssr", src = %src, outcome = outcome.as_str(),
+        elapsed_ms = millis(elapsed), depth = job.level.depth, "fragment done"
+    );
+    job.level.shared.observer.fragment(&FragmentEvent {
+        src,
+        outcome,
+        failure,
+        elapsed,
+        depth: job.level.depth,
+    });
+}
+
+/// Tries one source up to its first byte. `Ok(None)`: the primary's head
+/// was reported and its body is not used (a redirect or a 5xx).
+async fn attempt(job: &Job, src: &str, first_deadline: Instant) -> Result<Option<Started>, Failure> {
+    let shared = &job.level.shared;
+    let timeout = || Failure::Timeout { elapsed_ms: 0 };
+    let url = shared.fetcher.resolve(&job.level.base, src)?;
+    if job.level.ancestors.iter().any(|a| **a == *url) {
+        return Err(Failure::Loop { url });
+    }
+    let permit = timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
+        .await
+        .map_err(|_| timeout())?
+        .ok();
+    let resp = timeout_at(
+        first_deadline,
+        shared.fetcher.fetch(&url, shared.headers.clone()),
+    )
+    .await
+    .map_err(|_| timeout())??;
+    if job.primary {
+        job.writer.head(Head::Response {
+            status: resp.status,
+            headers: resp.headers.clone(),
+        });
+        if resp.status.is_redirection() || resp.status.is_server_error() {
+            return Ok(None);
+        }
+    } else if !resp.status.is_success() {
+        return Err(Failure::Status(resp.status.as_u16()));
+    }
+    let mut body = resp.body;
+    if let Some(coding) = coding_of(&resp.headers)? {
+        body = Box::pin(Decoded::new(body, coding));
+    }
+    let mut permit = permit;
+    if is_template(&resp.headers) && resp.status != StatusCode::NO_CONTENT {
+        let limit = shared.settings.max_depth;
+        if job.level.depth + 1 > limit {
+            return Err(Failure::Depth { limit });
+        }
+        // Its own fragments do the fetching from here on.
+        permit = None;
+        body = Box::pin(PageBody::nested(body, job.level.child(url)));
+    }
+    let first = match timeout_at(first_deadline, body.next_batch())
+        .await
+        .map_err(|_| timeout())?
+    {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return Err(Failure::Body(e.to_string())),
+        None => None,
+    };
+    if !job.primary {
+        job.writer.head(Head::Response {
+            status: resp.status,
+            headers: resp.headers,
+        });
+    }
+    Ok(Some(Started {
+        src: src.to_owned(),
+        first,
+        body,
+        _permit: permit,
+    }))
+}
+
+enum StreamEnd {
+    /// The page dropped the fragment.
+    Gone,
+    /// The fragment failed mid-way.
+    Cut(Failure),
+}
+
+/// Streams a started source into the spool until its end or its deadline.
+/// Time spent waiting for the page to take bytes does not count against
+/// the fragment's total deadline (it is not the fragment's doing); the
+/// page budget still bounds it.
+async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<(), StreamEnd> {
+    let Started {
+        src: _src,
+        first,
+        mut body,
+        _permit,
+    } = started;
+    let page_deadline = job.level.shared.deadline;
+    let mut tracker = job
+        .level
+        .shared
+        .settings
+        .close_open_elements
+        .then(OpenElements::new);
+    let mut deadline = total_deadline;
+    let began = Instant::now();
+    let Some(first) = first else {
+        return Ok(());
+    };
+    write(job, &mut tracker, first, &mut deadline, page_deadline).await?;
+    loop {
+        let cut = match timeout_at(deadline, body.next_batch()).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(Ok(batch))) => {
+                write(job, &mut tracker, batch, &mut deadline, page_deadline).await?;
+                continue;
+            }
+            Ok(Some(Err(e))) => Failure::Body(e.to_string()),
+            Err(_) => Failure::Timeout {
+                elapsed_ms: millis(began.elapsed()),
+            },
+        };
+        drop(body);
+        if let Some(t) = tracker {
+            let tags = t.closing_tags();
+            if !tags.is_empty() {
+                let _ = job.writer.write(Batch::one(Bytes::from(tags))).await;
+            }
+        }
+        return Err(StreamEnd::Cut(cut));
+    }
+}
+
+async fn write(
+    job: &Job,
+    tracker: &mut Option<OpenElements>,
+    batch: Batch,
+    deadline: &mut Instant,
+    page_deadline: Instant,
+) -> Result<(), StreamEnd> {
+    if let Some(t) = tracker {
+        for c in batch.chunks() {
+            t.feed(c);
+        }
+    }
+    let waited = Instant::now();
+    job.writer.write(batch).await.map_err(|_| StreamEnd::Gone)?;
+    *deadline = (*deadline + waited.elapsed()).min(page_deadline);
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! The settings of a composition, with their defaults in one place.
+
+use std::time::Duration;
+
+use crate::scan::ScanLimits;
+
+/// How a page is composed. One per route, shared by its pages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposeSettings {
+    /// Deadline for a fragment's first body byte (or its end, for an empty
+    /// body), from the moment its fetch may start; a fragment's `timeout`
+    /// attribute replaces it. Each fallback source gets a deadline of its
+    /// own. Default 2 s.
+    pub fragment_timeout: Duration,
+    /// Deadline for a whole fragment, from its start; a fragment's
+    /// `total-timeout` attribute replaces it. A fragment still streaming at
+    /// its deadline ends where it is. Default 30 s.
+    pub fragment_total_timeout: Duration,
+    /// The page budget: no fragment of the page runs past this, from the
+    /// start of the composition. Default 60 s.
+    pub page_timeout: Duration,
+    /// Most fragment fetches of one page in flight at once (nested templates
+    /// included). Default 32.
+    pub max_parallel: usize,
+    /// Bytes a fragment that is not yet at the head of the line may hold;
+    /// past it, its upstream body is not read until its turn. Default 256 KiB.
+    pub fragment_buffer_bytes: usize,
+    /// Most includes processed in one page, nested ones included; the rest
+    /// get their inline fallback markup without a fetch. Default 256.
+    pub max_includes: usize,
+    /// Deepest nesting of templates (a fragment answered with
+    /// `X-Weir-Template: 1` is composed itself): the page is depth 0, its
+    /// fragments' templates depth 1, and so on. Default 3.
+    pub max_depth: usize,
+    /// When a fragment fails after it started streaming, close the elements
+    /// it opened and did not close (`</div></ul>`), so the rest of the page
+    /// keeps its structure. Default `false`: the fragment just ends there.
+    pub close_open_elements: bool,
+    /// Template bytes scanned ahead of what the client has taken, so that
+    /// the fetches of later fragments start early. Default 1 MiB.
+    pub template_read_ahead: usize,
+    /// The scanner's bounds.
+    pub scan: ScanLimits,
+}
+
+impl Default for ComposeSettings {
+    fn default() -> Self {
+        ComposeSettings {
+            fragment_timeout: Duration::from_secs(2),
+            fragment_total_timeout: Duration::from_secs(30),
+            page_timeout: Duration::from_secs(60),
+            max_parallel: 32,
+            fragment_buffer_bytes: 256 * 1024,
+            max_includes: 256,
+            max_depth: 3,
+            close_open_elements: false,
+            template_read_ahead: 1024 * 1024,
+            scan: ScanLimits::default(),
+        }
+    }
+}
