@@ -121,13 +121,24 @@ impl OriginError {
     }
 }
 
-/// Cuts client input to at most [`MAX_QUOTED`] bytes on a char boundary.
+/// Cuts client input to at most [`MAX_QUOTED`] bytes on a char boundary,
+/// writing control characters as escapes (`\r`, `\n`, `\u{1b}`) so that a
+/// reason quoting decoded input stays on one line.
 pub(crate) fn quote(input: &str) -> String {
-    let mut end = input.len().min(MAX_QUOTED);
-    while !input.is_char_boundary(end) {
-        end -= 1;
+    let mut out = String::with_capacity(input.len().min(MAX_QUOTED));
+    for c in input.chars() {
+        let start = out.len();
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+        if out.len() > MAX_QUOTED {
+            out.truncate(start);
+            break;
+        }
     }
-    input[..end].to_owned()
+    out
 }
 
 #[cfg(test)]
@@ -142,6 +153,15 @@ mod tests {
         };
         assert!(value.len() <= MAX_QUOTED);
         assert!(long.starts_with(&value));
+    }
+
+    #[test]
+    fn quoted_control_characters_are_escaped_and_fit_the_limit() {
+        assert_eq!(quote("a\r\nb\0"), "a\\r\\nb\\0");
+        let long = "\n".repeat(40);
+        let quoted = quote(&long);
+        assert!(quoted.len() <= MAX_QUOTED && !quoted.contains('\n'));
+        assert_eq!(quoted, "\\n".repeat(20));
     }
 
     #[test]
