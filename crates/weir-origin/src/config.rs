@@ -7,8 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct OriginConfig {
     /// Directory whose files are served for every path that is not an
-    /// endpoint (`/` serves `root/index.html`). Relative paths are resolved
-    /// against the process's working directory.
+    /// endpoint (`/` serves `root/index.html`); its `fragments/`
+    /// subdirectory holds the markup `/fragment/{name}` serves. Relative
+    /// paths are resolved against the process's working directory.
     pub root: PathBuf,
 }
 

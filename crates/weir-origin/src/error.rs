@@ -59,14 +59,66 @@ pub enum OriginError {
         code: u16,
     },
 
-    /// `/response-headers` was given a pair that is not a valid header field.
+    /// `/response-headers` was given a pair, or `/fragment`'s `header=` a
+    /// value, that is not a valid header field.
     #[error("`{field}` is not a valid header field")]
     InvalidHeader {
-        /// The offending `name=value` pair, decoded and cut to 40 bytes.
+        /// The offending `name=value` pair (`name:value` for `/fragment`),
+        /// decoded and cut to 40 bytes.
         field: String,
     },
 
-    /// `/abort/{n}` ended its body on purpose after sending `after_bytes`.
+    /// `/fragment/{name}` was given a name outside `[A-Za-z0-9_-]{1,64}`.
+    #[error("fragment name `{name}` must be 1 to 64 of A-Z a-z 0-9 _ -")]
+    InvalidFragmentName {
+        /// The name as given (still percent-encoded), cut to 40 bytes.
+        name: String,
+    },
+
+    /// A repeatable query parameter is given more often than allowed.
+    #[error("query parameter `{key}` is given more than {max} times")]
+    TooManyValues {
+        /// The repeated key.
+        key: &'static str,
+        /// How many values are accepted.
+        max: usize,
+    },
+
+    /// A text query value is not UTF-8 once percent-decoded.
+    #[error("{name}: value is not UTF-8 after percent-decoding")]
+    NotUtf8 {
+        /// Name of the parameter.
+        name: &'static str,
+    },
+
+    /// `/fragment`'s `header=` names a field whose value the origin's
+    /// framing decides (`Content-Length`, `Transfer-Encoding`).
+    #[error("header `{name}` is set by the server's framing and cannot be given")]
+    ReservedHeader {
+        /// The field name, lowercase.
+        name: &'static str,
+    },
+
+    /// A file under the root's `fragments/` is larger than the origin
+    /// reads into memory.
+    #[error("fragment file of {len} bytes exceeds the limit of {max} bytes")]
+    FragmentFileTooLarge {
+        /// The file's length.
+        len: u64,
+        /// The largest length read.
+        max: u64,
+    },
+
+    /// Reading a file under the root's `fragments/` failed.
+    #[error("reading a fragment file failed")]
+    FragmentFile(#[source] std::io::Error),
+
+    /// Gzip-encoding a body frame failed.
+    #[error("gzip-encoding the body failed")]
+    Gzip(#[source] std::io::Error),
+
+    /// `/abort/{n}` or `/fragment/{name}?fail_after={n}` ended its body on
+    /// purpose after sending `after_bytes`.
     #[error("transfer aborted on purpose after {after_bytes} bytes")]
     DeliberateAbort {
         /// Bytes of body handed to hyper before the failure.
@@ -107,27 +159,45 @@ impl OriginError {
     /// the response head: 400 for bad client input, 500 otherwise.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            Self::File(_) | Self::EchoEncoding(_) | Self::DeliberateAbort { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            Self::File(_)
+            | Self::EchoEncoding(_)
+            | Self::DeliberateAbort { .. }
+            | Self::FragmentFileTooLarge { .. }
+            | Self::FragmentFile(_)
+            | Self::Gzip(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::NotANumber { .. }
             | Self::OutOfRange { .. }
             | Self::UnknownParameter { .. }
             | Self::DuplicateParameter { .. }
             | Self::InformationalStatus { .. }
             | Self::InvalidHeader { .. }
+            | Self::InvalidFragmentName { .. }
+            | Self::TooManyValues { .. }
+            | Self::NotUtf8 { .. }
+            | Self::ReservedHeader { .. }
             | Self::RequestBody(_) => StatusCode::BAD_REQUEST,
         }
     }
 }
 
-/// Cuts client input to at most [`MAX_QUOTED`] bytes on a char boundary.
+/// Cuts client input to at most [`MAX_QUOTED`] bytes on a char boundary,
+/// writing control characters as escapes (`\r`, `\n`, `\u{1b}`) so that a
+/// reason quoting decoded input stays on one line.
 pub(crate) fn quote(input: &str) -> String {
-    let mut end = input.len().min(MAX_QUOTED);
-    while !input.is_char_boundary(end) {
-        end -= 1;
+    let mut out = String::with_capacity(input.len().min(MAX_QUOTED));
+    for c in input.chars() {
+        let start = out.len();
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+        if out.len() > MAX_QUOTED {
+            out.truncate(start);
+            break;
+        }
     }
-    input[..end].to_owned()
+    out
 }
 
 #[cfg(test)]
@@ -142,6 +212,15 @@ mod tests {
         };
         assert!(value.len() <= MAX_QUOTED);
         assert!(long.starts_with(&value));
+    }
+
+    #[test]
+    fn quoted_control_characters_are_escaped_and_fit_the_limit() {
+        assert_eq!(quote("a\r\nb\0"), "a\\r\\nb\\0");
+        let long = "\n".repeat(40);
+        let quoted = quote(&long);
+        assert!(quoted.len() <= MAX_QUOTED && !quoted.contains('\n'));
+        assert_eq!(quoted, "\\n".repeat(20));
     }
 
     #[test]

@@ -19,12 +19,14 @@
 //! | `GET /trailers` | a chunked text body followed by `x-body-sha256` and `x-trailer-test` trailers |
 //! | `GET /abort/{n}` | `n` pattern bytes, then a failed transfer (connection closed or stream reset) |
 //! | `GET /response-headers?{name}={value}&…` | `200 ok` with each query pair appended as a response header |
+//! | `GET /fragment/{name}?…` | an HTML fragment for SSR composition: `fragments/{name}.html` under the root (or a generated `<div>`), include tags and filler; delayed, chunked, gzipped, failing, or with extra headers on request |
 //! | anything else | static files under [`OriginConfig::root`] |
 //!
 //! Each endpoint's module documents its exact semantics. Every number is
 //! checked: malformed or out-of-range input, unknown or repeated query
-//! parameters get `400` with a one-line plain-text reason. Endpoints other
-//! than `/echo` answer `GET` and `HEAD`, and `405` to other methods; a
+//! parameters (`/fragment`'s `include` and `header` may repeat) get `400`
+//! with a one-line plain-text reason. Endpoints other than `/echo` answer
+//! `GET` and `HEAD`, and `405` to other methods; a
 //! `HEAD` gets the head a `GET` would get, without body. A path that is
 //! neither an endpoint nor a file gets `404`.
 //!
@@ -37,6 +39,7 @@ mod body;
 mod config;
 mod endpoints;
 mod error;
+mod filler;
 mod handle;
 mod hex;
 mod params;

@@ -1,8 +1,8 @@
 //! Parsing and range-checking of the numbers in paths and query strings.
 //!
 //! Numbers are plain ASCII decimal (`0`–`9` only: no sign, no spaces, no
-//! hex). Query strings are `key=value` pairs joined by `&`; values are not
-//! percent-decoded, since every accepted value is a plain number.
+//! hex). Query strings are `key=value` pairs joined by `&`; numeric values
+//! are not percent-decoded, since every accepted one is a plain number.
 
 use crate::error::OriginError;
 
@@ -68,8 +68,7 @@ pub(crate) fn query_values<'q, const N: usize>(
     known: &'static [&'static str; N],
 ) -> Result<[Option<&'q str>; N], OriginError> {
     let mut values = [None; N];
-    for piece in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = piece.split_once('=').unwrap_or((piece, ""));
+    for (key, value) in query_pairs(query) {
         let slot = known
             .iter()
             .position(|k| *k == key)
@@ -79,6 +78,18 @@ pub(crate) fn query_values<'q, const N: usize>(
         }
     }
     Ok(values)
+}
+
+/// The `(key, value)` pairs of `query` in order, neither percent-decoded.
+///
+/// Empty pieces are skipped; a key without `=` has the empty value; the
+/// value runs from the first `=` to the next `&`.
+pub(crate) fn query_pairs(query: Option<&str>) -> impl Iterator<Item = (&str, &str)> {
+    query
+        .unwrap_or("")
+        .split('&')
+        .filter(|piece| !piece.is_empty())
+        .map(|piece| piece.split_once('=').unwrap_or((piece, "")))
 }
 
 #[cfg(test)]
@@ -132,6 +143,12 @@ mod tests {
         let v = query_values(Some("b=2&a=1&"), &["a", "b"]).ok();
         assert_eq!(v, Some([Some("1"), Some("2")]));
         assert_eq!(query_values(None, &["a"]).ok(), Some([None]));
+    }
+
+    #[test]
+    fn query_pairs_split_at_the_first_equals_sign() {
+        let pairs: Vec<_> = query_pairs(Some("a=1=2&&b&c=")).collect();
+        assert_eq!(pairs, [("a", "1=2"), ("b", ""), ("c", "")]);
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub(crate) type OriginBody = UnsyncBoxBody<Bytes, OriginError>;
 /// `text/plain; charset=utf-8`.
 pub(crate) const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
 
+/// `text/html; charset=utf-8`.
+pub(crate) const TEXT_HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
+
 /// `application/octet-stream`.
 pub(crate) const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
 

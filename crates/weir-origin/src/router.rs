@@ -5,14 +5,15 @@
 //! static files. Endpoints other than `/echo` answer `GET` and `HEAD` only
 //! and send `405` with `Allow: GET, HEAD` for other methods. A `HEAD`
 //! request gets the head the `GET` would get (after the same validation and,
-//! for `/delay`, the same wait) and no body.
+//! for `/delay` and `/fragment`, the same wait) and no body.
 
 use http::{Method, Request, Response, Uri};
 use hyper::body::Incoming;
 
 use crate::config::OriginConfig;
 use crate::endpoints::{
-    abort, bytes, delay, echo, files::Files, page, response_headers, sse, status, stream, trailers,
+    abort, bytes, delay, echo, files::Files, fragment::Fragments, page, response_headers, sse,
+    status, stream, trailers,
 };
 use crate::reply::{self, OriginBody};
 
@@ -24,6 +25,7 @@ enum Route<'a> {
     Status(&'a str),
     Delay(&'a str),
     Abort(&'a str),
+    Fragment(&'a str),
     Echo,
     Sse,
     Page,
@@ -47,6 +49,7 @@ impl<'a> Route<'a> {
             ("status", Some(code)) => Self::Status(code),
             ("delay", Some(ms)) => Self::Delay(ms),
             ("abort", Some(n)) => Self::Abort(n),
+            ("fragment", Some(name)) => Self::Fragment(name),
             ("echo", None) => Self::Echo,
             ("sse", None) => Self::Sse,
             ("page", None) => Self::Page,
@@ -66,13 +69,16 @@ impl<'a> Route<'a> {
 #[derive(Debug)]
 pub(crate) struct Router {
     files: Files,
+    fragments: Fragments,
 }
 
 impl Router {
-    /// A router serving static files from `config.root`.
+    /// A router serving static files from `config.root` and fragment
+    /// markup from its `fragments/` directory.
     pub(crate) fn new(config: &OriginConfig) -> Self {
         Self {
             files: Files::new(&config.root),
+            fragments: Fragments::new(&config.root),
         }
     }
 
@@ -96,6 +102,7 @@ impl Router {
             Route::Status(code) => status::respond(code, query),
             Route::Delay(ms) => delay::respond(ms, query).await,
             Route::Abort(n) => abort::respond(n, query),
+            Route::Fragment(name) => self.fragments.respond(name, query).await,
             Route::Sse => sse::respond(query),
             Route::Page => page::respond(query),
             Route::Trailers => trailers::respond(query),
@@ -130,6 +137,9 @@ mod tests {
         assert_eq!(Route::of("/sse"), Route::Sse);
         assert_eq!(Route::of("/page"), Route::Page);
         assert_eq!(Route::of("/page/2"), Route::Files);
+        assert_eq!(Route::of("/fragment/nav"), Route::Fragment("nav"));
+        assert_eq!(Route::of("/fragment"), Route::Files);
+        assert_eq!(Route::of("/fragment/a/b"), Route::Files);
         assert_eq!(Route::of("/"), Route::Files);
         assert_eq!(Route::of("/index.html"), Route::Files);
     }

@@ -107,6 +107,7 @@ async fn endpoints_other_than_echo_refuse_other_methods() {
         "/page",
         "/trailers",
         "/abort/1",
+        "/fragment/a",
     ] {
         let request = Request::post(url(&origin, path))
             .body(Full::default())

@@ -368,6 +368,13 @@ async fn head_gets_headers_without_body_on_every_endpoint() {
         ("/sse?count=5&interval_ms=1000", "200", None),
         ("/trailers", "200", None),
         ("/abort/1000", "200", None),
+        ("/fragment/a", "200", Some("47")),
+        (
+            "/fragment/a?gzip=1&chunks=3&chunk_delay_ms=1000",
+            "200",
+            None,
+        ),
+        ("/fragment/a?status=204", "204", None),
         ("/bytes/x", "400", None),
         ("/index.html", "200", None),
     ];

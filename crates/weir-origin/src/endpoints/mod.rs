@@ -9,6 +9,7 @@ pub(crate) mod bytes;
 pub(crate) mod delay;
 pub(crate) mod echo;
 pub(crate) mod files;
+pub(crate) mod fragment;
 pub(crate) mod page;
 pub(crate) mod response_headers;
 pub(crate) mod sse;

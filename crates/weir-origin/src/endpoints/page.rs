@@ -35,9 +35,6 @@ pub(crate) const DEFAULT_DELAY_MS: u64 = 50;
 /// Largest `pad`, in bytes (1 MiB).
 pub(crate) const MAX_PAD: usize = 1 << 20;
 
-/// `text/html; charset=utf-8`.
-const TEXT_HTML: HeaderValue = HeaderValue::from_static("text/html; charset=utf-8");
-
 const CHUNKS: Range = Range {
     name: "chunks",
     min: 2,
@@ -70,7 +67,7 @@ pub(crate) fn respond(query: Option<&str>) -> Result<Response<OriginBody>, Origi
     // `pad` is at most MAX_PAD, so the fallback is never taken.
     let pad = usize::try_from(pad).unwrap_or(MAX_PAD);
     let body = Paced::new(HtmlPage::new(chunks, pad), delay);
-    let mut response = reply::with_body(StatusCode::OK, TEXT_HTML, body);
+    let mut response = reply::with_body(StatusCode::OK, reply::TEXT_HTML, body);
     response
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
