@@ -434,7 +434,11 @@ impl Metrics {
     }
 
     /// Counts a finished SSR fragment, and the failure on its way if any.
-    pub fn ssr_fragment(&self, outcome: weir_ssr::FragmentOutcome, failure: Option<&weir_ssr::Failure>) {
+    pub fn ssr_fragment(
+        &self,
+        outcome: weir_ssr::FragmentOutcome,
+        failure: Option<&weir_ssr::Failure>,
+    ) {
         self.ssr_fragments
             .get_or_create(&MirrorLabels {
                 outcome: outcome.as_str(),

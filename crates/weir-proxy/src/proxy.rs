@@ -173,11 +173,15 @@ impl Proxy {
             mirrors,
             mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
             upstreams,
-            cache: config.routes.iter().any(|r| r.cache).then(|| {
-                let cache = Cache::new(&config.cache);
-                cache.stats().count_into(Arc::clone(&metrics));
-                cache
-            }),
+            cache: config
+                .routes
+                .iter()
+                .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
+                .then(|| {
+                    let cache = Cache::new(&config.cache);
+                    cache.stats().count_into(Arc::clone(&metrics));
+                    cache
+                }),
             client,
             metrics,
             route_labels,
@@ -642,18 +646,17 @@ impl Proxy {
         };
         // --- end cache hook 3
         // SSR: a template is composed with its fragments.
-        let (source, no_body) = match ssr {
-            Some((ssr, url)) if crate::ssr::is_template(&parts.headers, ssr.spec) => {
-                match self
+        let (source, no_body) =
+            match ssr {
+                Some((ssr, url)) if crate::ssr::is_template(&parts.headers, ssr.spec) => match self
                     .compose_page(&mut parts, source, no_body, &ssr, url, &mut record)
                     .await
                 {
                     Ok(page) => page,
                     Err(local) => return Err((local, record)),
-                }
-            }
-            _ => (source, no_body),
-        };
+                },
+                _ => (source, no_body),
+            };
         Ok(self.respond(parts, source, no_body, head_only, record, target, ask))
     }
 
@@ -745,7 +748,11 @@ impl Proxy {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
         );
-        headers::append_via(&mut parts.headers, Version::HTTP_11, &self.settings.via_pseudonym);
+        headers::append_via(
+            &mut parts.headers,
+            Version::HTTP_11,
+            &self.settings.via_pseudonym,
+        );
         record.status = 200;
         let template = ResponseSource::Local(once(file.bytes.clone()));
         match self

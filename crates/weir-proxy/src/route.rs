@@ -192,6 +192,7 @@ mod tests {
                     mirror: None,
                     body_log: None,
                     cache: false,
+                    ssr: None,
                 })
                 .collect(),
         }

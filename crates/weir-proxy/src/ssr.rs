@@ -56,9 +56,11 @@ impl ProxyFetcher {
     fn upstream_for(&self, host: &str, port: u16) -> Option<&UpstreamUrl> {
         self.upstreams.iter().find(|u| {
             let a = &u.authority;
-            a.host().trim_start_matches('[').trim_end_matches(']').eq_ignore_ascii_case(
-                host.trim_start_matches('[').trim_end_matches(']'),
-            ) && a.port_u16().unwrap_or(80) == port
+            a.host()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .eq_ignore_ascii_case(host.trim_start_matches('[').trim_end_matches(']'))
+                && a.port_u16().unwrap_or(80) == port
         })
     }
 }
@@ -273,7 +275,8 @@ mod tests {
             "http://127.0.0.1:8081/shop/nav"
         );
         assert_eq!(
-            f.resolve(base, "http://FRAGS.internal:80/x").expect("other upstream"),
+            f.resolve(base, "http://FRAGS.internal:80/x")
+                .expect("other upstream"),
             "http://frags.internal/x"
         );
         for bad in [
@@ -294,7 +297,10 @@ mod tests {
     #[test]
     fn page_fields_replace_but_cookies_and_links_add() {
         let mut page = HeaderMap::new();
-        page.insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=60"));
+        page.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=60"),
+        );
         page.insert(header::SET_COOKIE, HeaderValue::from_static("t=1"));
         let mut set = HeaderMap::new();
         set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -13,8 +13,8 @@ const MAX_DEPTH: usize = 256;
 const MAX_CARRY: usize = 1024;
 
 const VOID: [&[u8]; 14] = [
-    b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta",
-    b"param", b"source", b"track", b"wbr",
+    b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta", b"param",
+    b"source", b"track", b"wbr",
 ];
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,16 +183,31 @@ mod tests {
 
     #[test]
     fn closes_what_is_open_innermost_first() {
-        assert_eq!(open_after(&["<div class=a><ul><li>one</li><li>tw"]), "</li></ul></div>");
+        assert_eq!(
+            open_after(&["<div class=a><ul><li>one</li><li>tw"]),
+            "</li></ul></div>"
+        );
         assert_eq!(open_after(&["<div><p>x</div>"]), "");
-        assert_eq!(open_after(&["<section><img src=x><br/><input>"]), "</section>");
+        assert_eq!(
+            open_after(&["<section><img src=x><br/><input>"]),
+            "</section>"
+        );
     }
 
     #[test]
     fn skips_comments_and_script_text_across_chunks() {
-        assert_eq!(open_after(&["<div><!-- <p> ", "--><span>"]), "</span></div>");
-        assert_eq!(open_after(&["<div><script>if (a<b) '<p>'", "</scr", "ipt><em>"]), "</em></div>");
-        assert_eq!(open_after(&["<div><scr", "ipt>var x = '<b>'"]), "</script></div>");
+        assert_eq!(
+            open_after(&["<div><!-- <p> ", "--><span>"]),
+            "</span></div>"
+        );
+        assert_eq!(
+            open_after(&["<div><script>if (a<b) '<p>'", "</scr", "ipt><em>"]),
+            "</em></div>"
+        );
+        assert_eq!(
+            open_after(&["<div><scr", "ipt>var x = '<b>'"]),
+            "</script></div>"
+        );
         assert_eq!(open_after(&["<art", "icle data-x=\"1\">"]), "</article>");
     }
 }

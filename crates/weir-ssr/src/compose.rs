@@ -354,8 +354,8 @@ impl PageBody {
                 "primary ignored (nested template, a second primary, or after the page's head)"
             );
         }
-        let async_id = (inc.is_async && !primary)
-            .then(|| shared.next_async.fetch_add(1, Ordering::Relaxed));
+        let async_id =
+            (inc.is_async && !primary).then(|| shared.next_async.fetch_add(1, Ordering::Relaxed));
         let n = shared.includes.fetch_add(1, Ordering::Relaxed);
         if n >= shared.settings.max_includes {
             // Over the limit: no fetch; the inline markup, at once.
@@ -388,7 +388,8 @@ impl PageBody {
                 primary,
                 writer,
             };
-            self.tasks.push(tokio::spawn(fragment::run(job)).abort_handle());
+            self.tasks
+                .push(tokio::spawn(fragment::run(job)).abort_handle());
         }
         if primary {
             self.primary = Some(index);

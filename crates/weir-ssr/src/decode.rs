@@ -276,10 +276,17 @@ mod tests {
     async fn concatenated_gzip_members_decode_and_truncation_fails() {
         let mut wire = compress(b"hello ", true);
         wire.extend(compress(b"world", true));
-        assert_eq!(decode(wire.clone(), Coding::Gzip, 3).await.expect("ok"), b"hello world");
+        assert_eq!(
+            decode(wire.clone(), Coding::Gzip, 3).await.expect("ok"),
+            b"hello world"
+        );
         wire.truncate(wire.len() - 4);
         assert!(decode(wire, Coding::Gzip, 5).await.is_err());
-        assert!(decode(b"not gzip at all".to_vec(), Coding::Gzip, 4).await.is_err());
+        assert!(
+            decode(b"not gzip at all".to_vec(), Coding::Gzip, 4)
+                .await
+                .is_err()
+        );
     }
 
     #[test]

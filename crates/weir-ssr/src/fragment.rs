@@ -128,7 +128,9 @@ pub(crate) async fn run(job: Job) {
                     report(&job, src, FragmentOutcome::Cancelled, Some(&f), start);
                     return;
                 }
-                let next = candidates.get(n + 1).map_or("inline fallback", |s| s.as_str());
+                let next = candidates
+                    .get(n + 1)
+                    .map_or("inline fallback", |s| s.as_str());
                 tracing::warn!(
                     target: "weir::ssr", src = %src, depth = job.level.depth,
                     "fragment source failed before its first byte: {f}; next: {next}"
@@ -170,7 +172,13 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn report(job: &Job, src: &str, outcome: FragmentOutcome, failure: Option<&Failure>, start: Instant) {
+fn report(
+    job: &Job,
+    src: &str,
+    outcome: FragmentOutcome,
+    failure: Option<&Failure>,
+    start: Instant,
+) {
     let elapsed = start.elapsed();
     tracing::debug!(
         target: "weir::ssr", src = %src, outcome = outcome.as_str(),
@@ -187,7 +195,11 @@ fn report(job: &Job, src: &str, outcome: FragmentOutcome, failure: Option<&Failu
 
 /// Tries one source up to its first byte. `Ok(None)`: the primary's head
 /// was reported and its body is not used (a redirect or a 5xx).
-async fn attempt(job: &Job, src: &str, first_deadline: Instant) -> Result<Option<Started>, Failure> {
+async fn attempt(
+    job: &Job,
+    src: &str,
+    first_deadline: Instant,
+) -> Result<Option<Started>, Failure> {
     let shared = &job.level.shared;
     let timeout = || Failure::Timeout { elapsed_ms: 0 };
     let url = shared.fetcher.resolve(&job.level.base, src)?;

@@ -53,7 +53,10 @@ async fn output_is_the_template_with_each_slot_replaced_whatever_order_fragments
         }
         text.push_str("</body></html>");
         want.push_str("</body></html>");
-        let scripts: Vec<(&str, Script)> = scripts.iter().map(|(s, x)| (s.as_str(), x.clone())).collect();
+        let scripts: Vec<(&str, Script)> = scripts
+            .iter()
+            .map(|(s, x)| (s.as_str(), x.clone()))
+            .collect();
         let fetcher = MemFetcher::with(&scripts);
         let (page, counts) = render(&fetcher, &text, settings()).await;
         assert_eq!(page, want, "case {case}");
@@ -79,7 +82,8 @@ async fn next_text(body: &mut (impl Source + Unpin)) -> Option<String> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn fragments_stream_in_order_as_they_arrive_and_the_page_takes_the_longest_delay_not_the_sum() {
+async fn fragments_stream_in_order_as_they_arrive_and_the_page_takes_the_longest_delay_not_the_sum()
+{
     let fetcher = MemFetcher::with(&[
         ("/a", Script::ok("A").delayed(0)),
         ("/b", Script::ok("B").delayed(100)),
@@ -90,7 +94,10 @@ async fn fragments_stream_in_order_as_they_arrive_and_the_page_takes_the_longest
                 <fragment src=\"/c\"></fragment>|<fragment src=\"/d\"></fragment></body>";
     let (ctx, _) = context(&fetcher, settings());
     let start = tokio::time::Instant::now();
-    let Page::Composed { status, mut body, .. } = compose(template(text, 4096), ctx).await else {
+    let Page::Composed {
+        status, mut body, ..
+    } = compose(template(text, 4096), ctx).await
+    else {
         panic!("composed");
     };
     assert_eq!(status, None, "no primary: the template's status");
@@ -106,11 +113,17 @@ async fn fragments_stream_in_order_as_they_arrive_and_the_page_takes_the_longest
             .map(|(_, d)| *d)
             .expect("seen")
     };
-    assert!(at("<head>") < Duration::from_millis(1), "template's first bytes at once");
+    assert!(
+        at("<head>") < Duration::from_millis(1),
+        "template's first bytes at once"
+    );
     assert!(at("B") >= Duration::from_millis(100) && at("B") < Duration::from_millis(150));
     assert!(at("C") < Duration::from_millis(250));
     let total = start.elapsed();
-    assert!(total >= Duration::from_millis(1000) && total < Duration::from_millis(1100), "{total:?}");
+    assert!(
+        total >= Duration::from_millis(1000) && total < Duration::from_millis(1100),
+        "{total:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -126,11 +139,19 @@ async fn the_primary_sets_status_and_fields_and_a_redirect_or_failure_replaces_t
                 .header("cache-control", "no-cache")
                 .header("x-private", "no"),
         ),
-        ("/o", Script::ok("other").header("link", "</s.css>; rel=preload")),
+        (
+            "/o",
+            Script::ok("other").header("link", "</s.css>; rel=preload"),
+        ),
     ]);
     let (ctx, _) = context(&fetcher, settings());
     let text = "<fragment src=\"/o\"></fragment><fragment src=\"/p\" primary></fragment>";
-    let Page::Composed { status, headers, body } = compose(template(text, 7), ctx).await else {
+    let Page::Composed {
+        status,
+        headers,
+        body,
+    } = compose(template(text, 7), ctx).await
+    else {
         panic!("composed");
     };
     assert_eq!(status, Some(StatusCode::NOT_FOUND));
@@ -158,12 +179,23 @@ async fn the_primary_sets_status_and_fields_and_a_redirect_or_failure_replaces_t
 
     // A timeout: 504; an error or 5xx: 502.
     for (script, want) in [
-        (Script::ok("late").delayed(5000), StatusCode::GATEWAY_TIMEOUT),
+        (
+            Script::ok("late").delayed(5000),
+            StatusCode::GATEWAY_TIMEOUT,
+        ),
         (Script::ok("boom").status(503), StatusCode::BAD_GATEWAY),
     ] {
         let fetcher = MemFetcher::with(&[("/p", script)]);
         let (ctx, _) = context(&fetcher, settings());
-        match compose(template("<fragment src=\"/p\" primary timeout=\"300\"></fragment>", 64), ctx).await {
+        match compose(
+            template(
+                "<fragment src=\"/p\" primary timeout=\"300\"></fragment>",
+                64,
+            ),
+            ctx,
+        )
+        .await
+        {
             Page::Failed { status, .. } => assert_eq!(status, want),
             other => panic!("{other:?}"),
         }
@@ -171,8 +203,15 @@ async fn the_primary_sets_status_and_fields_and_a_redirect_or_failure_replaces_t
     let fetcher = MemFetcher::with(&[]);
     let (ctx, _) = context(&fetcher, settings());
     assert!(matches!(
-        compose(template("<fragment src=\"/nothing\" primary></fragment>", 64), ctx).await,
-        Page::Failed { status: StatusCode::BAD_GATEWAY, .. }
+        compose(
+            template("<fragment src=\"/nothing\" primary></fragment>", 64),
+            ctx
+        )
+        .await,
+        Page::Failed {
+            status: StatusCode::BAD_GATEWAY,
+            ..
+        }
     ));
 }
 
@@ -205,13 +244,24 @@ async fn async_fragments_leave_a_placeholder_and_come_before_body_end_in_arrival
     let text = "<body><fragment src=\"/late\" async></fragment><fragment src=\"/early\" async></fragment>\
                 <fragment src=\"/sync\"></fragment><p>end</p></body></html>";
     let (page, _) = render(&fetcher, text, settings()).await;
-    let slot0 = page.find("<template id=\"weir-slot-0\"></template>").expect("placeholder 0");
-    let slot1 = page.find("<template id=\"weir-slot-1\"></template>").expect("placeholder 1");
+    let slot0 = page
+        .find("<template id=\"weir-slot-0\"></template>")
+        .expect("placeholder 0");
+    let slot1 = page
+        .find("<template id=\"weir-slot-1\"></template>")
+        .expect("placeholder 1");
     let sync = page.find("SYNC").expect("sync");
-    let early = page.find("<template id=\"weir-async-1\">EARLY</template>").expect("early");
-    let late = page.find("<template id=\"weir-async-0\">LATE</template>").expect("late");
+    let early = page
+        .find("<template id=\"weir-async-1\">EARLY</template>")
+        .expect("early");
+    let late = page
+        .find("<template id=\"weir-async-0\">LATE</template>")
+        .expect("late");
     let body_end = page.find("</body>").expect("body end");
-    assert!(slot0 < slot1 && slot1 < sync && sync < early && early < late && late < body_end, "{page}");
+    assert!(
+        slot0 < slot1 && slot1 < sync && sync < early && early < late && late < body_end,
+        "{page}"
+    );
     assert!(page.ends_with("</body></html>"));
     assert_eq!(page.matches("<script>").count(), 2);
 }
@@ -228,9 +278,18 @@ async fn nested_templates_compose_and_loops_and_depth_are_stopped() {
             "/loop",
             Script::ok("L<fragment src=\"/loop\">stop</fragment>").header("x-weir-template", "1"),
         ),
-        ("/d1", Script::ok("1<fragment src=\"/d2\">x2</fragment>").header("x-weir-template", "1")),
-        ("/d2", Script::ok("2<fragment src=\"/d3\">x3</fragment>").header("x-weir-template", "1")),
-        ("/d3", Script::ok("3<fragment src=\"/d4\">x4</fragment>").header("x-weir-template", "1")),
+        (
+            "/d1",
+            Script::ok("1<fragment src=\"/d2\">x2</fragment>").header("x-weir-template", "1"),
+        ),
+        (
+            "/d2",
+            Script::ok("2<fragment src=\"/d3\">x3</fragment>").header("x-weir-template", "1"),
+        ),
+        (
+            "/d3",
+            Script::ok("3<fragment src=\"/d4\">x4</fragment>").header("x-weir-template", "1"),
+        ),
         ("/d4", Script::ok("4").header("x-weir-template", "1")),
     ]);
     let text = "<fragment src=\"/outer\"></fragment>|<fragment src=\"/loop\"></fragment>|\
@@ -279,7 +338,10 @@ async fn a_big_fragment_behind_a_slow_one_is_not_read_past_its_buffer() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pulled = fetcher.pulled.load(Ordering::SeqCst);
-    assert!(pulled <= 256 * 1024 + 16 * 1024, "pulled {pulled} bytes ahead of its turn");
+    assert!(
+        pulled <= 256 * 1024 + 16 * 1024,
+        "pulled {pulled} bytes ahead of its turn"
+    );
     assert!(pulled >= 256 * 1024, "it did fill its buffer: {pulled}");
     let mut total = 0usize;
     while let Some(b) = body.next_batch().await {
@@ -307,20 +369,34 @@ async fn dropping_the_page_cancels_every_fragment_in_flight() {
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
-    assert_eq!(fetcher.in_flight.load(Ordering::SeqCst), 0, "fetches cancelled");
-    assert_eq!(fetcher.live_bodies.load(Ordering::SeqCst), 0, "bodies dropped");
+    assert_eq!(
+        fetcher.in_flight.load(Ordering::SeqCst),
+        0,
+        "fetches cancelled"
+    );
+    assert_eq!(
+        fetcher.live_bodies.load(Ordering::SeqCst),
+        0,
+        "bodies dropped"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_fragment_failing_mid_stream_ends_there_and_may_close_its_elements() {
-    let script = Script::ok("").chunks(&[(0, "<div><ul><li>one"), (0, "</li><li>tw")]).failing();
-    for (close, want) in [(false, "a<div><ul><li>one</li><li>twb"), (true, "a<div><ul><li>one</li><li>tw</li></ul></div>b")] {
+    let script = Script::ok("")
+        .chunks(&[(0, "<div><ul><li>one"), (0, "</li><li>tw")])
+        .failing();
+    for (close, want) in [
+        (false, "a<div><ul><li>one</li><li>twb"),
+        (true, "a<div><ul><li>one</li><li>tw</li></ul></div>b"),
+    ] {
         let fetcher = MemFetcher::with(&[("/f", script.clone())]);
         let s = ComposeSettings {
             close_open_elements: close,
             ..settings()
         };
-        let (page, counts) = render(&fetcher, "a<fragment src=\"/f\">fallback</fragment>b", s).await;
+        let (page, counts) =
+            render(&fetcher, "a<fragment src=\"/f\">fallback</fragment>b", s).await;
         assert_eq!(page, want);
         assert_eq!(counts.get(FragmentOutcome::Cut), 1);
     }
@@ -332,9 +408,14 @@ async fn fetches_are_capped_per_page() {
     for i in 0..40 {
         scripts.push((format!("/f{i}"), Script::ok("x").delayed(50)));
     }
-    let refs: Vec<(&str, Script)> = scripts.iter().map(|(s, x)| (s.as_str(), x.clone())).collect();
+    let refs: Vec<(&str, Script)> = scripts
+        .iter()
+        .map(|(s, x)| (s.as_str(), x.clone()))
+        .collect();
     let fetcher = MemFetcher::with(&refs);
-    let text: String = (0..40).map(|i| format!("<fragment src=\"/f{i}\"></fragment>")).collect();
+    let text: String = (0..40)
+        .map(|i| format!("<fragment src=\"/f{i}\"></fragment>"))
+        .collect();
     let s = ComposeSettings {
         max_parallel: 8,
         ..settings()
@@ -348,8 +429,14 @@ async fn fetches_are_capped_per_page() {
 async fn the_page_yields_once_at_a_fragment_boundary_so_the_pipeline_flushes() {
     let fetcher = MemFetcher::with(&[("/a", Script::ok("A")), ("/b", Script::ok("B"))]);
     let (ctx, _) = context(&fetcher, settings());
-    let Page::Composed { mut body, .. } =
-        compose(template("<fragment src=\"/a\"></fragment><fragment src=\"/b\"></fragment>", 64), ctx).await
+    let Page::Composed { mut body, .. } = compose(
+        template(
+            "<fragment src=\"/a\"></fragment><fragment src=\"/b\"></fragment>",
+            64,
+        ),
+        ctx,
+    )
+    .await
     else {
         panic!("composed");
     };
@@ -360,7 +447,9 @@ async fn the_page_yields_once_at_a_fragment_boundary_so_the_pipeline_flushes() {
     let mut seen = Vec::new();
     for _ in 0..8 {
         match pin.as_mut().poll_next_batch(&mut cx) {
-            Poll::Ready(Some(Ok(b))) => seen.push(String::from_utf8(b.into_chunks().concat()).expect("utf-8")),
+            Poll::Ready(Some(Ok(b))) => {
+                seen.push(String::from_utf8(b.into_chunks().concat()).expect("utf-8"))
+            }
             Poll::Ready(None) => {
                 seen.push("END".into());
                 break;

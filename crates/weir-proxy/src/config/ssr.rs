@@ -151,7 +151,12 @@ pub(super) fn route_ssr(
 
     let template_file = match &s.template_file {
         None => None,
-        Some(path) => Some(read_template(path, base_dir, &key("template_file"), errors)?),
+        Some(path) => Some(read_template(
+            path,
+            base_dir,
+            &key("template_file"),
+            errors,
+        )?),
     };
 
     let compose = ComposeSettings {
@@ -196,8 +201,8 @@ fn read_template(
             meta.len()
         )));
     }
-    let bytes = std::fs::read(&full)
-        .map_err(|e| fail(format!("cannot read {}: {e}", shown.display())))?;
+    let bytes =
+        std::fs::read(&full).map_err(|e| fail(format!("cannot read {}: {e}", shown.display())))?;
     Ok(TemplateFile {
         path: shown,
         bytes: Bytes::from(bytes),
@@ -243,7 +248,10 @@ mod tests {
         assert!(e.starts_with("t.toml:7:"), "{e}");
         assert!(e.contains("route[0].ssr.max_parallel"), "{e}");
         let e = parse("[route.ssr]\ntemplate_file = \"no/such.html\"\n").expect_err("file");
-        assert!(e.contains("route[0].ssr.template_file") && e.contains("no/such.html"), "{e}");
+        assert!(
+            e.contains("route[0].ssr.template_file") && e.contains("no/such.html"),
+            "{e}"
+        );
         let e = parse("[route.ssr]\nforward_headers = [\"bad header\"]\n").expect_err("name");
         assert!(e.contains("forward_headers[0]"), "{e}");
         let e = parse("[route.ssr]\nforward_headers = [\"Cookie\"]\n").expect_err("cookie");

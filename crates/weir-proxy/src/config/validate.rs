@@ -211,6 +211,16 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         let mirror = route_mirror(i, r, &upstreams, &errors)?;
         let body_log = route_body_log(i, r, &errors)?;
         let ssr = super::ssr::route_ssr(i, r.ssr.as_ref(), base_dir, &errors)?;
+        if r.cache
+            && let Some(raw) = &r.ssr
+        {
+            return Err(errors.at(
+                raw.span(),
+                format!("route[{i}].ssr"),
+                "a route with `cache = true` cannot compose templates: a composed page is \
+                 not stored; cache the fragments with `cache_fragments = true` instead",
+            ));
+        }
         routes.push(RouteSpec {
             host,
             path_prefix,

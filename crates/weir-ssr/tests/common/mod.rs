@@ -56,7 +56,12 @@ impl Script {
     pub fn chunks(mut self, parts: &[(u64, &str)]) -> Script {
         self.chunks = parts
             .iter()
-            .map(|(ms, s)| (Duration::from_millis(*ms), Bytes::copy_from_slice(s.as_bytes())))
+            .map(|(ms, s)| {
+                (
+                    Duration::from_millis(*ms),
+                    Bytes::copy_from_slice(s.as_bytes()),
+                )
+            })
             .collect();
         self
     }
@@ -114,7 +119,9 @@ impl Fetcher for MemFetcher {
             if rest.starts_with("t/") {
                 return Ok(src.to_owned());
             }
-            return Err(FetchError::NotAllowed { src: src.to_owned() });
+            return Err(FetchError::NotAllowed {
+                src: src.to_owned(),
+            });
         }
         if src.starts_with('/') {
             return Ok(format!("http://t{src}"));
@@ -262,13 +269,18 @@ pub fn context(fetcher: &Arc<MemFetcher>, settings: ComposeSettings) -> (PageCon
 }
 
 /// Composes `text` and collects the page (panics unless `Composed`).
-pub async fn render(fetcher: &Arc<MemFetcher>, text: &str, settings: ComposeSettings) -> (String, Arc<Counts>) {
+pub async fn render(
+    fetcher: &Arc<MemFetcher>,
+    text: &str,
+    settings: ComposeSettings,
+) -> (String, Arc<Counts>) {
     let (ctx, counts) = context(fetcher, settings);
     match compose(template(text, 64), ctx).await {
         Page::Composed { body, .. } => {
-            let bytes = weir_stream::consume::bytes(body, weir_stream::consume::ConsumeOptions::new())
-                .await
-                .expect("page body");
+            let bytes =
+                weir_stream::consume::bytes(body, weir_stream::consume::ConsumeOptions::new())
+                    .await
+                    .expect("page body");
             (String::from_utf8(bytes.to_vec()).expect("utf-8"), counts)
         }
         other => panic!("not composed: {other:?}"),
