@@ -27,26 +27,6 @@ use tokio::sync::oneshot;
 use weir_proxy::cache::CacheStats;
 use weir_proxy::config::Config;
 
-/// Period of the generated bodies: a prime, so consecutive 64 KiB chunks differ.
-const PERIOD: u64 = 65521;
-
-/// Byte `i` of every generated body.
-fn byte_at(i: u64) -> u8 {
-    let i = i % PERIOD;
-    (i.wrapping_mul(31).wrapping_add(i >> 7) % 251) as u8
-}
-
-/// Two periods and a chunk of the pattern: any chunk is a slice of it, no copy.
-fn pattern() -> &'static Bytes {
-    static P: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        (0..PERIOD + 64 * 1024)
-            .map(byte_at)
-            .collect::<Vec<u8>>()
-            .into()
-    })
-}
-
 /// What the test upstream serves.
 #[derive(Clone)]
 struct Spec {
@@ -607,6 +587,7 @@ async fn a_1gb_response_keeps_rss_bounded() {
     let mut total = 0u64;
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame.expect("frame").into_data() {
+            assert!(is_pattern(total, &data), "byte {total} differs");
             total += data.len() as u64;
         }
     }
