@@ -344,6 +344,18 @@ async fn miss_then_hit_is_byte_identical_with_age() {
         spec.size.to_string().as_str()
     );
     assert_eq!(requests(&up), 2);
+
+    // A HEAD without a stored GET goes upstream, and says so.
+    let resp = client(false)
+        .request(
+            Request::head(p.url("/obj?a=3"))
+                .body(http_body_util::Full::new(Bytes::new()))
+                .expect("req"),
+        )
+        .await
+        .expect("head");
+    assert_eq!(resp.headers()["x-cache"], "MISS");
+    assert_eq!(requests(&up), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

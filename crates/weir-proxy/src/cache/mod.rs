@@ -176,8 +176,12 @@ pub struct Ticket {
 
 #[derive(Debug)]
 enum Kind {
-    /// Not cached: forwarded as is.
+    /// Not cacheable (another method, `Authorization`): forwarded as is.
     Plain,
+    /// Cacheable, but forwarded without filling (a `HEAD` the cache cannot
+    /// answer, a request that waited on a flight and found none to join):
+    /// marked `X-Cache: MISS`.
+    Uncached,
     /// An unsafe method: a 2xx/3xx answer invalidates the key.
     Invalidate,
     /// A miss (or a revalidation of `stale`) that may fill the cache.
@@ -283,7 +287,8 @@ impl Cache {
             Found::Nothing => {}
         }
         if head_only {
-            return ticket(Kind::Plain);
+            self.stats.bump(&self.stats.misses);
+            return ticket(Kind::Uncached);
         }
         let leader = match self.flights.lead_or_wait(&key) {
             Role::Leader(l) => l,
@@ -305,7 +310,10 @@ impl Cache {
                 };
                 match self.flights.lead_or_wait(&key) {
                     Role::Leader(l) => l,
-                    Role::Waiter(_) => return ticket(Kind::Plain),
+                    Role::Waiter(_) => {
+                        self.stats.bump(&self.stats.misses);
+                        return ticket(Kind::Uncached);
+                    }
                 }
             }
         };
@@ -497,11 +505,18 @@ impl Ticket {
     pub fn after_send(
         self,
         cache: &Arc<Cache>,
-        sent: Result<Response<Incoming>, UpstreamError>,
+        mut sent: Result<Response<Incoming>, UpstreamError>,
     ) -> After {
         let Ticket { key, view, kind } = self;
         match kind {
             Kind::Plain => After::Forward(sent, None),
+            Kind::Uncached => {
+                if let Ok(resp) = &mut sent {
+                    resp.headers_mut()
+                        .insert(X_CACHE, HeaderValue::from_static("MISS"));
+                }
+                After::Forward(sent, None)
+            }
             Kind::Invalidate => {
                 if let Ok(resp) = &sent
                     && (resp.status().is_success() || resp.status().is_redirection())
