@@ -22,9 +22,9 @@
 //! | `weir_upstream_requests_in_flight` | gauge | `upstream` |
 //! | `weir_upstream_connections_opened_total` | counter | — |
 //! | `weir_cache_requests_total` | counter | `result` (`hit`, `miss`, `stale`) |
-//! | `weir_cache_fills_total` | counter | `result` (`stored`, `abandoned`) |
+//! | `weir_cache_fills_total` | counter | `result` (`stored`, `abandoned`, `refreshed`, `failed`) |
 //! | `weir_share_lag_detaches_total` | counter | `branch` |
-//! | `weir_mirror_requests_total` | counter | `outcome` (`ok`, `error`, `timeout`, `detached`) |
+//! | `weir_mirror_requests_total` | counter | `outcome` (`ok`, `error`, `timeout`, `detached`, `skipped`) |
 //! | `weir_ssr_pages_total` | counter | `result` (`composed`, `redirect`, `failed`) |
 //! | `weir_ssr_fragments_total` | counter | `outcome` (`ok`, `fallback`, `inline`, `empty`, `cut`, `skipped`, `cancelled`) |
 //! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
@@ -137,16 +137,30 @@ pub enum FillResult {
     Stored,
     /// The fill stopped before the end of the response; nothing was stored.
     Abandoned,
+    /// A `304` to a revalidation refreshed a stored response in place
+    /// (in the request's path or in the background).
+    Refreshed,
+    /// A background revalidation (`stale-while-revalidate`) stored
+    /// nothing: the upstream failed or answered 5xx, a `304` that does not
+    /// match the entry, or a response that may not be stored.
+    Failed,
 }
 
 impl FillResult {
-    const ALL: [FillResult; 2] = [FillResult::Stored, FillResult::Abandoned];
+    const ALL: [FillResult; 4] = [
+        FillResult::Stored,
+        FillResult::Abandoned,
+        FillResult::Refreshed,
+        FillResult::Failed,
+    ];
 
     /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             FillResult::Stored => "stored",
             FillResult::Abandoned => "abandoned",
+            FillResult::Refreshed => "refreshed",
+            FillResult::Failed => "failed",
         }
     }
 }

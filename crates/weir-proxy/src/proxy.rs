@@ -269,6 +269,10 @@ impl Proxy {
                 cache::Lookup::Serve(hit) => {
                     return self.cache_response(hit, record, head_only, &target, ask);
                 }
+                cache::Lookup::ServeStale(hit, revalidation) => {
+                    self.revalidate_in_background(req, &target, peer, cache, revalidation);
+                    return self.cache_response(hit, record, head_only, &target, ask);
+                }
                 cache::Lookup::Forward(t) => ticket = Some(t),
             }
         }
@@ -419,8 +423,93 @@ impl Proxy {
         record: &AccessRecord,
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
-        let url = &target.upstream.url;
+        self.upstream_head(&mut parts, target, peer)?;
 
+        // A mirror copy, if the route has one and a slot is free.
+        let mirror = self.mirrors[target.route.index]
+            .as_ref()
+            .and_then(|m| m.admit(&self.mirror_stats).map(|permit| (m, permit)));
+        let (body, mirror_body, branch) = if http_body::Body::is_end_stream(&body) {
+            (None, None, None)
+        } else {
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+                // Say so explicitly: for GET and HEAD, hyper would otherwise
+                // assume there is no body and drop it.
+                parts.headers.insert(
+                    header::TRANSFER_ENCODING,
+                    HeaderValue::from_static("chunked"),
+                );
+            }
+            let source =
+                IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
+            match &mirror {
+                Some((m, _)) => {
+                    let shared = share(
+                        source,
+                        ShareOptions {
+                            hwm: m.spec.hwm,
+                            ..ShareOptions::default()
+                        },
+                    );
+                    let primary = shared.consumer(ConsumerOptions::primary());
+                    let copy = shared.consumer(Mirror::branch());
+                    (
+                        Some(RequestSource::Shared(primary)),
+                        Some(RequestSource::Shared(copy)),
+                        Some(shared),
+                    )
+                }
+                None => (Some(RequestSource::Direct(source)), None, None),
+            }
+        };
+        let body_log = match (target.route.body_log, &body) {
+            (Some(spec), Some(_)) => BodyLog::capture(
+                spec.request_bytes,
+                Direction::Request,
+                &parts.method,
+                &target.path,
+            ),
+            _ => BodyLog::off(),
+        };
+        let body = match body {
+            Some(source) => Either::Left(SourceBody::new(pull(
+                source,
+                body_log.then(RequestTally::new(record.counters().clone())),
+            ))),
+            None => Either::Right(Empty::new()),
+        };
+        if let Some((m, permit)) = mirror {
+            let copy = mirror_request(
+                &parts,
+                m,
+                target.route.forward_path(&target.path),
+                mirror_body,
+            );
+            m.spawn(
+                self.client.clone(),
+                copy,
+                branch,
+                permit,
+                Arc::clone(&self.mirror_stats),
+            );
+        }
+        Ok(Request::from_parts(parts, body))
+    }
+
+    /// Phase 2, the head: the upstream target (base path, prefix strip,
+    /// query) and the request fields as sent upstream (hop-by-hop removed,
+    /// `Host`, `X-Forwarded-*`, `Via`, `Accept-Encoding` for transforms
+    /// that read the body, `Connection: close` for `HEAD`).
+    ///
+    /// # Errors
+    /// 400 when the rewritten target is not a valid URI.
+    fn upstream_head(
+        &self,
+        parts: &mut http::request::Parts,
+        target: &Target<'_>,
+        peer: SocketAddr,
+    ) -> Result<(), Local> {
+        let url = &target.upstream.url;
         let mut path = String::with_capacity(url.base_path.len() + target.path.len() + 32);
         path.push_str(&url.base_path);
         path.push_str(target.route.forward_path(&target.path));
@@ -495,76 +584,7 @@ impl Proxy {
                 .headers
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
-
-        // A mirror copy, if the route has one and a slot is free.
-        let mirror = self.mirrors[target.route.index]
-            .as_ref()
-            .and_then(|m| m.admit(&self.mirror_stats).map(|permit| (m, permit)));
-        let (body, mirror_body, branch) = if http_body::Body::is_end_stream(&body) {
-            (None, None, None)
-        } else {
-            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
-                // Say so explicitly: for GET and HEAD, hyper would otherwise
-                // assume there is no body and drop it.
-                parts.headers.insert(
-                    header::TRANSFER_ENCODING,
-                    HeaderValue::from_static("chunked"),
-                );
-            }
-            let source =
-                IdleTimeout::new(HttpBodySource::new(body), self.settings.body_idle_timeout);
-            match &mirror {
-                Some((m, _)) => {
-                    let shared = share(
-                        source,
-                        ShareOptions {
-                            hwm: m.spec.hwm,
-                            ..ShareOptions::default()
-                        },
-                    );
-                    let primary = shared.consumer(ConsumerOptions::primary());
-                    let copy = shared.consumer(Mirror::branch());
-                    (
-                        Some(RequestSource::Shared(primary)),
-                        Some(RequestSource::Shared(copy)),
-                        Some(shared),
-                    )
-                }
-                None => (Some(RequestSource::Direct(source)), None, None),
-            }
-        };
-        let body_log = match (target.route.body_log, &body) {
-            (Some(spec), Some(_)) => BodyLog::capture(
-                spec.request_bytes,
-                Direction::Request,
-                &parts.method,
-                &target.path,
-            ),
-            _ => BodyLog::off(),
-        };
-        let body = match body {
-            Some(source) => Either::Left(SourceBody::new(pull(
-                source,
-                body_log.then(RequestTally::new(record.counters().clone())),
-            ))),
-            None => Either::Right(Empty::new()),
-        };
-        if let Some((m, permit)) = mirror {
-            let copy = mirror_request(
-                &parts,
-                m,
-                target.route.forward_path(&target.path),
-                mirror_body,
-            );
-            m.spawn(
-                self.client.clone(),
-                copy,
-                branch,
-                permit,
-                Arc::clone(&self.mirror_stats),
-            );
-        }
-        Ok(Request::from_parts(parts, body))
+        Ok(())
     }
 
     /// Phase 4: the upstream's response, with hop-by-hop fields removed,
@@ -586,18 +606,7 @@ impl Proxy {
     ) -> Result<Response<ResponseBody>, (Local, AccessRecord)> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;
-        let unforwardable = if status == StatusCode::SWITCHING_PROTOCOLS {
-            Some("101 Switching Protocols that was never asked for")
-        } else if parts
-            .headers
-            .get(header::TRANSFER_ENCODING)
-            .is_some_and(|te| !only_chunked(te))
-        {
-            Some("a transfer coding other than chunked")
-        } else {
-            None
-        };
-        if let Some(what) = unforwardable {
+        if let Err(what) = downstream_head(&mut parts, &self.settings.via_pseudonym) {
             let authority = record.upstream.clone().unwrap_or_default();
             tracing::warn!(target: "weir::proxy", upstream = %authority, "upstream sent {what}");
             record.reason = Some(format!("upstream sent {what}"));
@@ -608,21 +617,9 @@ impl Proxy {
             };
             return Err((local, record));
         }
-
-        headers::remove_hop_by_hop(&mut parts.headers);
-        if status.is_informational() || status == StatusCode::NO_CONTENT {
-            // RFC 9110 §8.6: these never carry Content-Length.
-            parts.headers.remove(header::CONTENT_LENGTH);
-        }
-        headers::append_via(
-            &mut parts.headers,
-            parts.version,
-            &self.settings.via_pseudonym,
-        );
-        parts.version = Version::default();
         record.status = status.as_u16();
 
-        let no_body = head_only
+        let mut no_body = head_only
             || status.is_informational()
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
@@ -644,19 +641,23 @@ impl Proxy {
             }
             _ => source,
         };
+        if parts.status != status {
+            // The client's own conditional matched: a 304 from the cache.
+            record.status = parts.status.as_u16();
+            no_body = true;
+        }
         // --- end cache hook 3
         // SSR: a template is composed with its fragments.
-        let (source, no_body) =
-            match ssr {
-                Some((ssr, url)) if crate::ssr::is_template(&parts.headers, ssr.spec) => match self
-                    .compose_page(&mut parts, source, no_body, &ssr, url, &mut record)
-                    .await
-                {
-                    Ok(page) => page,
-                    Err(local) => return Err((local, record)),
-                },
-                _ => (source, no_body),
-            };
+        let (source, no_body) = match ssr {
+            Some((ssr, url)) if crate::ssr::is_template(&parts.headers, ssr.spec) => match self
+                .compose_page(&mut parts, source, no_body, &ssr, url, &mut record)
+                .await
+            {
+                Ok(page) => page,
+                Err(local) => return Err((local, record)),
+            },
+            _ => (source, no_body),
+        };
         Ok(self.respond(parts, source, no_body, head_only, record, target, ask))
     }
 
@@ -855,6 +856,53 @@ impl Proxy {
         }
     }
 
+    /// Sends the background revalidation of a stale entry served under
+    /// `stale-while-revalidate`: a `GET` with the head the client's request
+    /// would have had upstream (no body), the entry's validators in place
+    /// of the client's, through the same pooled, counted upstream client
+    /// and counted in flight; its answer is handed to the cache from a
+    /// task of its own (see [`cache::Revalidation::finish`]).
+    fn revalidate_in_background(
+        &self,
+        req: Request<Incoming>,
+        target: &Target<'_>,
+        peer: SocketAddr,
+        cache: &Arc<Cache>,
+        revalidation: cache::Revalidation,
+    ) {
+        let (mut parts, body) = req.into_parts();
+        drop(body);
+        parts.method = Method::GET;
+        if self.upstream_head(&mut parts, target, peer).is_err() {
+            return;
+        }
+        parts.headers.remove(header::CONTENT_LENGTH);
+        parts.headers.remove(header::TRANSFER_ENCODING);
+        revalidation.prepare(&mut parts.headers);
+        let upstream_req = Request::from_parts(parts, Either::Right(Empty::new()));
+        let in_flight = self
+            .metrics
+            .upstream_request(target.upstream.url.authority.as_str());
+        let client = self.client.clone();
+        let cache = Arc::clone(cache);
+        let idle = self.settings.body_idle_timeout;
+        let via = self.settings.via_pseudonym.clone();
+        tokio::spawn(async move {
+            let answer = match client.send(upstream_req).await {
+                Ok(resp) => {
+                    let (mut parts, body) = resp.into_parts();
+                    match downstream_head(&mut parts, &via) {
+                        Ok(()) => Ok(Response::from_parts(parts, body)),
+                        Err(what) => Err(format!("upstream sent {what}")),
+                    }
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            revalidation.finish(&cache, answer, idle).await;
+            drop(in_flight);
+        });
+    }
+
     /// A response the cache answers (a hit, a collapsed fill, a refreshed
     /// or stale entry), through the route's transforms and the log stage.
     fn cache_response(
@@ -877,8 +925,11 @@ impl Proxy {
         } else {
             ResponseSource::Cache(body)
         };
+        // HEAD and 304 get the head edits of the stages (not the stages),
+        // as in `downstream_response`.
+        let plan_head = !no_body || head_only || head.status == StatusCode::NOT_MODIFIED;
         let chain = match ask {
-            Some(ask) if !no_body => target.route.transforms.plan(
+            Some(ask) if plan_head => target.route.transforms.plan(
                 &ask.method,
                 &ask.headers,
                 head.status,
@@ -944,6 +995,38 @@ fn bad_request(body: &'static str) -> Local {
         body,
         outcome: Outcome::BadRequest,
     }
+}
+
+/// Phase 4, the head: hop-by-hop fields removed, `Content-Length`
+/// dropped where it cannot be (1xx, 204), `Via` appended.
+///
+/// # Errors
+/// What the upstream sent that Weir cannot forward faithfully: a `101`
+/// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
+/// transfer coding other than `chunked`.
+fn downstream_head(
+    parts: &mut http::response::Parts,
+    via_pseudonym: &str,
+) -> Result<(), &'static str> {
+    let status = parts.status;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return Err("101 Switching Protocols that was never asked for");
+    }
+    if parts
+        .headers
+        .get(header::TRANSFER_ENCODING)
+        .is_some_and(|te| !only_chunked(te))
+    {
+        return Err("a transfer coding other than chunked");
+    }
+    headers::remove_hop_by_hop(&mut parts.headers);
+    if status.is_informational() || status == StatusCode::NO_CONTENT {
+        // RFC 9110 §8.6: these never carry Content-Length.
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    headers::append_via(&mut parts.headers, parts.version, via_pseudonym);
+    parts.version = Version::default();
+    Ok(())
 }
 
 /// Whether a `Transfer-Encoding` value is exactly `chunked`, the one coding

@@ -1,15 +1,17 @@
 //! The response cache on real sockets: a counting upstream behind Weir.
 //! MISS then HIT (same SHA-256, `Age`), Vary variants apart, `no-store`,
-//! aborted fills leave nothing, 304 revalidation, stale-if-error,
-//! collapsing of 50 concurrent cold requests, and the RSS bound of a
-//! 1 GB response whose fill is abandoned.
+//! aborted fills leave nothing, 304 revalidation, stale-if-error (5xx and
+//! a refused connection), stale-while-revalidate (one background
+//! revalidation, refresh or replacement), a client's own conditional
+//! requests answered 304, collapsing of 50 concurrent cold requests, and
+//! the RSS bound of a 1 GB response whose fill is abandoned.
 
 mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -24,26 +26,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::oneshot;
 use weir_proxy::cache::CacheStats;
 use weir_proxy::config::Config;
-
-/// Period of the generated bodies: a prime, so consecutive 64 KiB chunks differ.
-const PERIOD: u64 = 65521;
-
-/// Byte `i` of every generated body.
-fn byte_at(i: u64) -> u8 {
-    let i = i % PERIOD;
-    (i.wrapping_mul(31).wrapping_add(i >> 7) % 251) as u8
-}
-
-/// Two periods and a chunk of the pattern: any chunk is a slice of it, no copy.
-fn pattern() -> &'static Bytes {
-    static P: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
-    P.get_or_init(|| {
-        (0..PERIOD + 64 * 1024)
-            .map(byte_at)
-            .collect::<Vec<u8>>()
-            .into()
-    })
-}
 
 /// What the test upstream serves.
 #[derive(Clone)]
@@ -228,6 +210,10 @@ fn answer(st: &Upstream, spec: &Spec, req: &Request<Incoming>) -> Response<AnyBo
 struct Cached {
     addr: SocketAddr,
     stats: Arc<CacheStats>,
+    /// The admin listener (`/metrics`).
+    admin: SocketAddr,
+    /// Live and opened upstream connections, counted by the proxy.
+    conns: Arc<weir_proxy::counted::ConnectionCounts>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -242,6 +228,8 @@ async fn start_cached(upstream: SocketAddr, cache_table: &str) -> Cached {
     let server = weir_proxy::Server::bind(&config).await.expect("bind");
     let addr = server.local_addrs()[0];
     let stats = server.cache_stats();
+    let admin = server.admin_addr().expect("admin listener");
+    let conns = server.upstream_connections();
     let (tx, rx) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = server
@@ -253,6 +241,8 @@ async fn start_cached(upstream: SocketAddr, cache_table: &str) -> Cached {
     Cached {
         addr,
         stats,
+        admin,
+        conns,
         _stop: tx,
     }
 }
@@ -270,6 +260,17 @@ impl Cached {
             assert!(start.elapsed() < Duration::from_secs(10), "counter stuck");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// The value of one sample of the admin listener's `/metrics`, written
+    /// exactly as `series` (name and labels).
+    async fn metric(&self, series: &str) -> Option<f64> {
+        let (status, _, body) = get(&format!("http://{}/metrics", self.admin), false).await;
+        assert_eq!(status, 200);
+        let text = String::from_utf8(body.to_vec()).expect("UTF-8 metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
     }
 }
 
@@ -343,6 +344,18 @@ async fn miss_then_hit_is_byte_identical_with_age() {
         spec.size.to_string().as_str()
     );
     assert_eq!(requests(&up), 2);
+
+    // A HEAD without a stored GET goes upstream, and says so.
+    let resp = client(false)
+        .request(
+            Request::head(p.url("/obj?a=3"))
+                .body(http_body_util::Full::new(Bytes::new()))
+                .expect("req"),
+        )
+        .await
+        .expect("head");
+    assert_eq!(resp.headers()["x-cache"], "MISS");
+    assert_eq!(requests(&up), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -586,6 +599,7 @@ async fn a_1gb_response_keeps_rss_bounded() {
     let mut total = 0u64;
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame.expect("frame").into_data() {
+            assert!(is_pattern(total, &data), "byte {total} differs");
             total += data.len() as u64;
         }
     }
@@ -599,4 +613,472 @@ async fn a_1gb_response_keeps_rss_bounded() {
     assert_eq!(total, 1 << 30);
     assert_eq!(requests(&up), 1);
     assert!(rss < 64 << 20, "peak RSS {rss}");
+}
+
+// --- A versioned upstream: its body, ETag and Cache-Control can change,
+// its answers can be delayed, every request is recorded, and it can be
+// stopped (listener and open connections closed).
+
+/// The `Last-Modified` the versioned upstream sends.
+const LAST_MODIFIED: &str = "Tue, 15 Nov 1994 08:12:31 GMT";
+
+/// State of the versioned upstream.
+struct Versioned {
+    addr: SocketAddr,
+    /// Requests received.
+    requests: AtomicUsize,
+    /// Requests answered (after the delay).
+    answered: AtomicUsize,
+    /// The representation served: body `version N`, ETag `"vN"`.
+    version: AtomicUsize,
+    /// Send `ETag` and `Last-Modified` (and answer `If-None-Match` with 304).
+    validators: AtomicBool,
+    cache_control: Mutex<String>,
+    /// Delay before each answer, ms.
+    delay_ms: AtomicU64,
+    /// Times the body repeats its line (`version N\n`).
+    repeat: AtomicUsize,
+    /// `If-None-Match` and `If-Modified-Since` of each request, in order.
+    seen: Mutex<Vec<(Option<String>, Option<String>)>>,
+    /// The accept loop and the connections, aborted by `stop`.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Versioned {
+    async fn start(cache_control: &str, validators: bool) -> Arc<Versioned> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let st = Arc::new(Versioned {
+            addr: listener.local_addr().expect("addr"),
+            requests: AtomicUsize::new(0),
+            answered: AtomicUsize::new(0),
+            version: AtomicUsize::new(1),
+            validators: AtomicBool::new(validators),
+            cache_control: Mutex::new(cache_control.to_owned()),
+            delay_ms: AtomicU64::new(0),
+            repeat: AtomicUsize::new(1000),
+            seen: Mutex::new(Vec::new()),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let state = Arc::clone(&st);
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let st = Arc::clone(&state);
+                let conn = tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<Incoming>| {
+                        let st = Arc::clone(&st);
+                        async move { Ok::<_, Infallible>(st.answer(&req).await) }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+                state.tasks.lock().expect("lock").push(conn);
+            }
+        });
+        st.tasks.lock().expect("lock").push(accept);
+        st
+    }
+
+    /// The body of `version` with the default `repeat`.
+    fn body(version: usize) -> Bytes {
+        Versioned::body_of(version, 1000)
+    }
+
+    fn body_of(version: usize, repeat: usize) -> Bytes {
+        Bytes::from(format!("version {version}\n").repeat(repeat))
+    }
+
+    async fn answer(&self, req: &Request<Incoming>) -> Response<AnyBody> {
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let h = |n: &str| {
+            req.headers()
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let inm = h("if-none-match");
+        self.seen
+            .lock()
+            .expect("lock")
+            .push((inm.clone(), h("if-modified-since")));
+        let delay = self.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        let version = self.version.load(Ordering::SeqCst);
+        let cc = self.cache_control.lock().expect("lock").clone();
+        let mut b = Response::builder()
+            .header("cache-control", cc)
+            .header("expires", "Thu, 01 Jan 2099 00:00:00 GMT")
+            .header("vary", "Accept-Encoding")
+            .header("content-type", "text/plain");
+        let etag = format!("\"v{version}\"");
+        let with_validators = self.validators.load(Ordering::SeqCst);
+        if with_validators {
+            b = b
+                .header("etag", &etag)
+                .header("last-modified", LAST_MODIFIED);
+        }
+        let resp = if with_validators && inm.is_some_and(|v| v.contains(&etag)) {
+            b.status(304)
+                .body(Empty::new().map_err(|e| match e {}).boxed())
+        } else {
+            b.body(
+                http_body_util::Full::new(Versioned::body_of(
+                    version,
+                    self.repeat.load(Ordering::SeqCst),
+                ))
+                .map_err(|e| match e {})
+                .boxed(),
+            )
+        };
+        self.answered.fetch_add(1, Ordering::SeqCst);
+        resp.expect("response")
+    }
+
+    /// Closes the listener and every open connection: from now on,
+    /// connecting is refused.
+    fn stop(&self) {
+        for t in self.tasks.lock().expect("lock").drain(..) {
+            t.abort();
+        }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    fn answered(&self) -> usize {
+        self.answered.load(Ordering::SeqCst)
+    }
+
+    fn seen(&self, i: usize) -> (Option<String>, Option<String>) {
+        self.seen.lock().expect("lock")[i].clone()
+    }
+}
+
+/// A request with `method` and extra headers: status, fields, body.
+async fn send(url: &str, method: &str, headers: &[(&str, &str)]) -> (u16, http::HeaderMap, Bytes) {
+    let mut req = Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = client(false)
+        .request(
+            req.body(http_body_util::Full::new(Bytes::new()))
+                .expect("req"),
+        )
+        .await
+        .expect("response");
+    let (parts, body) = resp.into_parts();
+    let body = body.collect().await.expect("body").to_bytes();
+    (parts.status.as_u16(), parts.headers, body)
+}
+
+/// The `X-Cache` field, `-` when missing.
+fn x_cache(h: &http::HeaderMap) -> &str {
+    h.get("x-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+}
+
+/// Waits until `cond` holds, at most 10 s (a failed wait fails the test).
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    assert!(
+        eventually(Duration::from_secs(10), &mut cond).await,
+        "{what}"
+    );
+}
+
+/// Long enough for a `max-age=1` entry to be stale: the `Date` the
+/// upstream sends has one-second resolution.
+const PAST_ONE_SECOND: Duration = Duration::from_millis(1600);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_while_revalidate_serves_at_once_and_revalidates_once_in_the_background() {
+    let up = Versioned::start("max-age=1, stale-while-revalidate=30", true).await;
+    let p = start_cached(up.addr, "").await;
+    let url = p.url("/swr");
+    let (s, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("MISS")));
+    assert_eq!(body, Versioned::body(1));
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    tokio::time::sleep(PAST_ONE_SECOND).await;
+
+    // The revalidation takes 3 s upstream; the stale answer does not wait for it.
+    up.delay_ms.store(3000, Ordering::SeqCst);
+    let start = Instant::now();
+    let (s, x, age, body) = fetch(&url, &[]).await;
+    let took = start.elapsed();
+    let answered_then = up.answered();
+    println!("stale-while-revalidate: stale answer in {took:?} (upstream revalidation takes 3 s)");
+    assert_eq!((s, x.as_deref()), (200, Some("STALE")));
+    assert!(
+        age.is_some_and(|a| a.parse::<u64>().is_ok_and(|a| a >= 1)),
+        "Age"
+    );
+    assert_eq!(body, Versioned::body(1));
+    assert_eq!(
+        answered_then, 1,
+        "served before the revalidation was answered"
+    );
+    until("the background revalidation reached the upstream", || {
+        up.requests() == 2
+    })
+    .await;
+    assert_eq!(up.seen(1).0.as_deref(), Some("\"v1\""), "If-None-Match");
+    assert_eq!(
+        up.seen(1).1.as_deref(),
+        Some(LAST_MODIFIED),
+        "If-Modified-Since"
+    );
+
+    // Meanwhile: stale answers, no more upstream requests.
+    let during: Vec<_> = (0..5)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { fetch(&url, &[]).await })
+        })
+        .collect();
+    for t in during {
+        let (s, x, _, body) = t.await.expect("join");
+        assert_eq!((s, x.as_deref()), (200, Some("STALE")));
+        assert_eq!(body, Versioned::body(1));
+    }
+    assert_eq!(up.requests(), 2);
+
+    // The 304 refreshes the entry: a plain hit afterwards.
+    p.wait(|s| s.revalidated.load(Ordering::Relaxed), 1).await;
+    let (s, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("HIT")));
+    assert_eq!(body, Versioned::body(1));
+    assert_eq!(up.requests(), 2);
+    assert_eq!(p.stats.background.load(Ordering::Relaxed), 1);
+    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 6);
+    assert_eq!(
+        p.metric("weir_cache_requests_total{result=\"stale\"}")
+            .await,
+        Some(6.0)
+    );
+    assert_eq!(
+        p.metric("weir_cache_fills_total{result=\"refreshed\"}")
+            .await,
+        Some(1.0)
+    );
+    // One request each: the miss, the final hit.
+    assert_eq!(
+        p.metric("weir_cache_requests_total{result=\"miss\"}").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        p.metric("weir_cache_requests_total{result=\"hit\"}").await,
+        Some(1.0)
+    );
+    // Through the pooled client, nothing left open or in flight.
+    assert_eq!(
+        p.conns.live(),
+        p.conns.opened(),
+        "no connection was dropped"
+    );
+    let in_flight = format!(
+        "weir_upstream_requests_in_flight{{upstream=\"{}\"}}",
+        up.addr
+    );
+    assert_eq!(p.metric(&in_flight).await, Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_while_revalidate_without_validators_replaces_the_entry_with_a_plain_get() {
+    let up = Versioned::start("max-age=1, stale-while-revalidate=30", false).await;
+    let p = start_cached(up.addr, "").await;
+    let url = p.url("/plain");
+    let (_, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!((x.as_deref(), body), (Some("MISS"), Versioned::body(1)));
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    tokio::time::sleep(PAST_ONE_SECOND).await;
+
+    up.version.store(2, Ordering::SeqCst);
+    up.delay_ms.store(2000, Ordering::SeqCst);
+    let (s, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!(
+        up.answered(),
+        1,
+        "served before the revalidation was answered"
+    );
+    assert_eq!((s, x.as_deref()), (200, Some("STALE")));
+    assert_eq!(body, Versioned::body(1));
+
+    // The new body, read to its end in the background, replaces the entry.
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 2).await;
+    assert_eq!(up.seen(1), (None, None), "a plain GET");
+    let (s, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("HIT")));
+    assert_eq!(body, Versioned::body(2));
+    assert_eq!(up.requests(), 2);
+    // Read to the end, its connection went back to the pool.
+    assert_eq!(
+        p.conns.live(),
+        p.conns.opened(),
+        "no connection was dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_replacement_over_max_object_bytes_is_dropped_with_its_connection() {
+    let up = Versioned::start("max-age=1, stale-while-revalidate=30", false).await;
+    // Version 1 (10 000 bytes) fits; version 2 (10 MB) does not.
+    let p = start_cached(up.addr, "max_object_bytes = 100000\n").await;
+    let url = p.url("/grows");
+    let (_, x, _, _) = fetch(&url, &[]).await;
+    assert_eq!(x.as_deref(), Some("MISS"));
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    tokio::time::sleep(PAST_ONE_SECOND).await;
+    up.version.store(2, Ordering::SeqCst);
+    up.repeat.store(1_000_000, Ordering::SeqCst);
+    let (_, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!((x.as_deref(), body), (Some("STALE"), Versioned::body(1)));
+    p.wait(|s| s.abandoned.load(Ordering::Relaxed), 1).await;
+    // Dropped unread: its connection is closed, not pooled.
+    until("the abandoned body's connection closed", || {
+        p.conns.live() < p.conns.opened()
+    })
+    .await;
+    // The superseded entry is gone: the next request goes upstream.
+    let (_, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!(x.as_deref(), Some("MISS"));
+    assert_eq!(body, Versioned::body_of(2, 1_000_000));
+    assert_eq!(up.requests(), 3);
+    // The last request leaves the gauge as its response ends, a moment
+    // after the client has it.
+    let in_flight = format!(
+        "weir_upstream_requests_in_flight{{upstream=\"{}\"}}",
+        up.addr
+    );
+    let start = Instant::now();
+    while p.metric(&in_flight).await != Some(0.0) {
+        assert!(start.elapsed() < Duration::from_secs(10), "still in flight");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_stale_while_revalidate_window_the_request_waits_for_revalidation() {
+    let up = Versioned::start("max-age=1, stale-while-revalidate=1", true).await;
+    let p = start_cached(up.addr, "").await;
+    let url = p.url("/late");
+    fetch(&url, &[]).await;
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    // Fresh for at most 1 s, then 1 s of window: 3.2 s is past both.
+    tokio::time::sleep(2 * PAST_ONE_SECOND).await;
+    up.delay_ms.store(1000, Ordering::SeqCst);
+    let (s, x, _, body) = fetch(&url, &[]).await;
+    assert_eq!(up.answered(), 2, "the request waited for the revalidation");
+    assert_eq!((s, x.as_deref()), (200, Some("HIT")));
+    assert_eq!(body, Versioned::body(1));
+    assert_eq!(up.seen(1).0.as_deref(), Some("\"v1\""));
+    assert_eq!(p.stats.revalidated.load(Ordering::Relaxed), 1);
+    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 0);
+    assert_eq!(p.stats.background.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_upstream_gets_stale_if_error_then_502_past_the_window() {
+    let up = Versioned::start("max-age=0, stale-if-error=60", false).await;
+    let p = start_cached(up.addr, "").await;
+    fetch(&p.url("/long"), &[]).await;
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    *up.cache_control.lock().expect("lock") = "max-age=0, stale-if-error=1".to_owned();
+    fetch(&p.url("/short"), &[]).await;
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 2).await;
+    up.stop();
+
+    let (s, x, _, body) = fetch(&p.url("/long"), &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("STALE")));
+    assert_eq!(body, Versioned::body(1));
+    // Past its 1 s window, /short is not served stale.
+    tokio::time::sleep(2 * PAST_ONE_SECOND).await;
+    let (s, x, _, body) = fetch(&p.url("/short"), &[]).await;
+    assert_eq!(s, 502, "{x:?} {body:?}");
+    let (s, x, _, _) = fetch(&p.url("/long"), &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("STALE")));
+    assert_eq!(up.requests(), 2, "the upstream is gone");
+    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_conditional_on_a_fresh_entry_is_answered_304_by_the_cache() {
+    let up = Versioned::start("max-age=60", true).await;
+    let p = start_cached(up.addr, "").await;
+    let url = p.url("/cond");
+    fetch(&url, &[]).await;
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+
+    for inm in ["\"v1\"", "W/\"v1\"", "\"x\", \"v1\"", "*"] {
+        let (s, h, body) = send(&url, "GET", &[("if-none-match", inm)]).await;
+        assert_eq!(s, 304, "If-None-Match: {inm}");
+        assert!(body.is_empty());
+        assert_eq!(h["x-cache"], "HIT");
+        assert_eq!(h["etag"], "\"v1\"");
+        assert_eq!(h["cache-control"], "max-age=60");
+        assert_eq!(h["expires"], "Thu, 01 Jan 2099 00:00:00 GMT");
+        assert_eq!(h["vary"], "Accept-Encoding");
+        assert_eq!(h["last-modified"], LAST_MODIFIED);
+        assert!(h.contains_key("date") && h.contains_key("age"), "{h:?}");
+        assert!(!h.contains_key("content-type"), "{h:?}");
+    }
+    let (s, h, _) = send(&url, "GET", &[("if-modified-since", LAST_MODIFIED)]).await;
+    assert_eq!((s, x_cache(&h)), (304, "HIT"));
+    let (s, _, _) = send(&url, "HEAD", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!(s, 304);
+
+    // No match: the whole stored response.
+    let older = "Mon, 14 Nov 1994 08:12:31 GMT";
+    for h in [
+        ("if-none-match", "\"v0\""),
+        ("if-modified-since", older),
+        ("if-modified-since", "not a date"),
+    ] {
+        let (s, hs, body) = send(&url, "GET", &[h]).await;
+        assert_eq!((s, x_cache(&hs)), (200, "HIT"), "{h:?}");
+        assert_eq!(body, Versioned::body(1));
+    }
+    // If-None-Match wins over a matching If-Modified-Since (RFC 9110 §13.1.3).
+    let both = [
+        ("if-none-match", "\"v0\""),
+        ("if-modified-since", LAST_MODIFIED),
+    ];
+    let (s, _, body) = send(&url, "GET", &both).await;
+    assert_eq!((s, body), (200, Versioned::body(1)));
+    assert_eq!(up.requests(), 1, "all from the cache");
+    assert_eq!(p.stats.not_modified.load(Ordering::Relaxed), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conditional_miss_fills_the_cache_with_the_full_response() {
+    let up = Versioned::start("max-age=60", true).await;
+    let p = start_cached(up.addr, "").await;
+    let url = p.url("/cold");
+    // The client's validator matches the upstream's current one.
+    let (s, h, body) = send(&url, "GET", &[("if-none-match", "\"v1\"")]).await;
+    assert_eq!((s, x_cache(&h)), (304, "MISS"));
+    assert!(body.is_empty());
+    assert_eq!(h["etag"], "\"v1\"");
+    // The cache asked for the whole response, and stored it.
+    assert_eq!(up.seen(0), (None, None), "client validators not forwarded");
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    let (s, h, body) = send(&url, "GET", &[]).await;
+    assert_eq!((s, x_cache(&h)), (200, "HIT"));
+    assert_eq!(body, Versioned::body(1));
+    assert_eq!(
+        h["content-length"],
+        Versioned::body(1).len().to_string().as_str()
+    );
+
+    // A non-matching validator on a miss gets the full response.
+    let (s, h, body) = send(&p.url("/cold2"), "GET", &[("if-none-match", "\"v0\"")]).await;
+    assert_eq!((s, x_cache(&h)), (200, "MISS"));
+    assert_eq!(body, Versioned::body(1));
+    assert_eq!(up.requests(), 2);
 }

@@ -361,10 +361,13 @@ impl<S: Source + Unpin> Writer<S> {
     /// Reads to the end; the complete body, or why it was abandoned. The
     /// buffer is finished either way (readers see the end or the failure).
     pub async fn run(mut self, max_object_bytes: u64) -> Result<Vec<Bytes>, Abandoned> {
+        let mut held = 0;
         let outcome = loop {
+            super::test_hooks::wait_while_stalled(held).await;
             match self.consumer.next_batch().await {
                 Some(Ok(batch)) => {
-                    if self.buf.append(batch) > max_object_bytes {
+                    held = self.buf.append(batch);
+                    if held > max_object_bytes {
                         break Err(Abandoned::TooLarge);
                     }
                 }

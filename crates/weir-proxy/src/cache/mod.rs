@@ -4,7 +4,9 @@
 //! - `key`: the primary key and the request as the cache sees it;
 //! - `store`: complete responses, byte-bounded, Vary variants per key;
 //! - `fill`: filling while the client streams, and the bodies served;
-//! - `collapse`: one upstream request per key at a time.
+//! - `collapse`: one upstream request per key at a time;
+//! - `revalidate`: background revalidation (`stale-while-revalidate`);
+//! - `conditional`: a client's own conditional request against an entry.
 //!
 //! Freshness, Vary matching, validators and storability are decided by
 //! `http-cache-semantics` (shared-cache rules). Only `GET` is stored;
@@ -13,26 +15,40 @@
 //! invalidates the entries of its URI (RFC 9111 §4.4). Responses carry
 //! `X-Cache: HIT` (stored, or read from another request's fill),
 //! `MISS` (from the upstream, perhaps being stored) or `STALE` (a stale
-//! entry served under `stale-if-error`, RFC 5861 §4), and `Age` on hits.
+//! entry served under `stale-while-revalidate` or `stale-if-error`, RFC
+//! 5861 §3 and §4), and `Age` on hits.
+//!
 //! A stale entry with validators is revalidated with a conditional
 //! request; a `304` refreshes it and the client gets the stored body with
-//! `X-Cache: HIT`.
+//! `X-Cache: HIT`. Inside its `stale-while-revalidate` window it is served
+//! at once instead, and one request per key revalidates it in the
+//! background ([`Revalidation`]). A client's own `If-None-Match` /
+//! `If-Modified-Since` is evaluated against the response the cache
+//! serves, which then becomes a `304`; requests that fill the cache go
+//! upstream without them, so the cache always gets the full response.
 
 mod collapse;
+mod conditional;
 mod fill;
 mod key;
+mod revalidate;
 mod store;
+#[doc(hidden)]
+pub mod test_hooks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_cache_semantics::{AfterResponse, BeforeRequest, CachePolicy};
 use hyper::body::Incoming;
+use weir_stream::once;
 
 pub use fill::{Abandoned, CacheSource};
+pub use revalidate::Revalidation;
 
 use crate::body::ResponseSource;
 use crate::config::CacheSettings;
@@ -50,18 +66,34 @@ pub struct CacheStats {
     pub hits: AtomicU64,
     /// Requests answered from another request's fill (collapsed).
     pub collapsed: AtomicU64,
-    /// Cacheable requests that went upstream.
+    /// Cacheable requests answered by the upstream.
     pub misses: AtomicU64,
-    /// Stale entries served (`stale-if-error`).
+    /// Stale entries served (`stale-while-revalidate`, `stale-if-error`).
     pub stale: AtomicU64,
-    /// Stale entries refreshed by a `304`.
+    /// Requests answered `304 Not Modified` by the cache because their own
+    /// `If-None-Match` / `If-Modified-Since` matched (each also counted as
+    /// a hit, miss or stale answer, by where the response came from).
+    pub not_modified: AtomicU64,
+    /// Stale entries refreshed by a `304`, in the request's path or in the
+    /// background.
     pub revalidated: AtomicU64,
-    /// Fills completed and stored.
+    /// Background revalidations started (`stale-while-revalidate`).
+    pub background: AtomicU64,
+    /// Background revalidations that stored nothing: the upstream failed
+    /// or answered 5xx (the stale entry stays), or sent a `304` for another
+    /// representation or a response that may not be stored (the stale
+    /// entry is dropped).
+    pub background_failed: AtomicU64,
+    /// Fills completed and stored (background replacements included).
     pub fills: AtomicU64,
     /// Fills abandoned (writer lag, too large, upstream failure, client gone).
     pub abandoned: AtomicU64,
+    /// Of the abandoned fills, those whose writer fell `fill_hwm` batches
+    /// behind the client and was detached from the shared body.
+    pub lagged: AtomicU64,
     /// Where the counts also go (`weir_cache_requests_total`,
-    /// `weir_cache_fills_total`), once the proxy has set it.
+    /// `weir_cache_fills_total`, `weir_share_lag_detaches_total`), once the
+    /// proxy has set it.
     metrics: std::sync::OnceLock<Arc<crate::metrics::Metrics>>,
 }
 
@@ -77,11 +109,9 @@ impl CacheStats {
         let Some(m) = self.metrics.get() else {
             return;
         };
-        // Hits by collapsing and by revalidation are hits to a client.
-        if std::ptr::eq(counter, &self.hits)
-            || std::ptr::eq(counter, &self.collapsed)
-            || std::ptr::eq(counter, &self.revalidated)
-        {
+        // Each cacheable request is counted once: hit (collapsed ones
+        // too), miss or stale.
+        if std::ptr::eq(counter, &self.hits) || std::ptr::eq(counter, &self.collapsed) {
             m.cache_request(CacheResult::Hit);
         } else if std::ptr::eq(counter, &self.misses) {
             m.cache_request(CacheResult::Miss);
@@ -91,6 +121,12 @@ impl CacheStats {
             m.cache_fill(FillResult::Stored);
         } else if std::ptr::eq(counter, &self.abandoned) {
             m.cache_fill(FillResult::Abandoned);
+        } else if std::ptr::eq(counter, &self.revalidated) {
+            m.cache_fill(FillResult::Refreshed);
+        } else if std::ptr::eq(counter, &self.background_failed) {
+            m.cache_fill(FillResult::Failed);
+        } else if std::ptr::eq(counter, &self.lagged) {
+            m.share_lag_detach("cache");
         }
     }
 }
@@ -111,7 +147,7 @@ pub struct Hit {
     pub head: http::response::Parts,
     /// The body.
     pub body: CacheSource,
-    /// Whether the body is empty.
+    /// Whether the body is empty (always for a `304`).
     pub empty: bool,
 }
 
@@ -120,6 +156,12 @@ pub struct Hit {
 pub enum Lookup {
     /// Answer it from the cache.
     Serve(Hit),
+    /// Answer it with this stale entry (`X-Cache: STALE`) at once, and
+    /// revalidate the entry in the background with the [`Revalidation`]
+    /// (`stale-while-revalidate`, RFC 5861 §3). The request that gets this
+    /// holds the key's flight until the revalidation ends: other requests
+    /// meanwhile get the stale entry as a plain [`Lookup::Serve`].
+    ServeStale(Hit, Revalidation),
     /// Send it upstream; call [`Ticket::prepare`] and [`Ticket::after_send`].
     Forward(Ticket),
 }
@@ -134,16 +176,29 @@ pub struct Ticket {
 
 #[derive(Debug)]
 enum Kind {
-    /// Not cached: forwarded as is.
+    /// Not cacheable (another method, `Authorization`): forwarded as is.
     Plain,
+    /// Cacheable, but forwarded without filling (a `HEAD` the cache cannot
+    /// answer, a request that waited on a flight and found none to join):
+    /// marked `X-Cache: MISS`.
+    Uncached,
     /// An unsafe method: a 2xx/3xx answer invalidates the key.
     Invalidate,
     /// A miss (or a revalidation of `stale`) that may fill the cache.
     Lead {
         leader: Leader,
         stale: Option<Arc<Entry>>,
-        validators: HeaderMap,
     },
+}
+
+/// What the store holds for a request.
+enum Found {
+    /// A response that answers it as is.
+    Fresh(Arc<Entry>),
+    /// A matching response that must be revalidated first.
+    Stale(Arc<Entry>),
+    /// Nothing usable.
+    Nothing,
 }
 
 /// What to do with the upstream's answer.
@@ -208,13 +263,32 @@ impl Cache {
             return ticket(Kind::Plain);
         }
         let head_only = *method == Method::HEAD;
+        let now = SystemTime::now();
         let mut stale = None;
-        let mut validators = HeaderMap::new();
-        if let Some(hit) = self.fresh(&key, &view, &mut stale, &mut validators) {
-            return Lookup::Serve(hit);
+        match self.find(&key, &view, now) {
+            Found::Fresh(entry) => {
+                self.stats.bump(&self.stats.hits);
+                return Lookup::Serve(self.served(&entry, "HIT", now, &view));
+            }
+            Found::Stale(entry) if while_revalidate(&entry, &view, now) => {
+                self.stats.bump(&self.stats.stale);
+                let hit = self.served(&entry, "STALE", now, &view);
+                return match self.flights.lead_or_wait(&key) {
+                    Role::Leader(leader) => {
+                        self.stats.bump(&self.stats.background);
+                        let reval = Revalidation::new(key.clone(), view.clone(), entry, leader);
+                        Lookup::ServeStale(hit, reval)
+                    }
+                    // Being revalidated (or filled) already.
+                    Role::Waiter(_) => Lookup::Serve(hit),
+                };
+            }
+            Found::Stale(entry) => stale = Some(entry),
+            Found::Nothing => {}
         }
         if head_only {
-            return ticket(Kind::Plain);
+            self.stats.bump(&self.stats.misses);
+            return ticket(Kind::Uncached);
         }
         let leader = match self.flights.lead_or_wait(&key) {
             Role::Leader(l) => l,
@@ -225,53 +299,97 @@ impl Cache {
                     return Lookup::Serve(hit);
                 }
                 // Fall back: the leader may have stored or refreshed it meanwhile.
-                stale = None;
-                validators.clear();
-                if let Some(hit) = self.fresh(&key, &view, &mut stale, &mut validators) {
-                    return Lookup::Serve(hit);
-                }
+                let now = SystemTime::now();
+                stale = match self.find(&key, &view, now) {
+                    Found::Fresh(entry) => {
+                        self.stats.bump(&self.stats.hits);
+                        return Lookup::Serve(self.served(&entry, "HIT", now, &view));
+                    }
+                    Found::Stale(entry) => Some(entry),
+                    Found::Nothing => None,
+                };
                 match self.flights.lead_or_wait(&key) {
                     Role::Leader(l) => l,
-                    Role::Waiter(_) => return ticket(Kind::Plain),
+                    Role::Waiter(_) => {
+                        self.stats.bump(&self.stats.misses);
+                        return ticket(Kind::Uncached);
+                    }
                 }
             }
         };
-        self.stats.bump(&self.stats.misses);
-        ticket(Kind::Lead {
-            leader,
-            stale,
-            validators,
-        })
+        // A revalidation is counted once its answer is known.
+        if stale.is_none() {
+            self.stats.bump(&self.stats.misses);
+        }
+        ticket(Kind::Lead { leader, stale })
     }
 
-    /// A fresh stored answer to `view`; else records a stale match and the
-    /// validators to revalidate it with.
-    fn fresh(
-        &self,
-        key: &str,
-        view: &http::request::Parts,
-        stale: &mut Option<Arc<Entry>>,
-        validators: &mut HeaderMap,
-    ) -> Option<Hit> {
-        let entry = self.store.find(key, view)?;
-        let now = SystemTime::now();
+    /// The stored response that answers `view`, fresh or stale.
+    fn find(&self, key: &str, view: &http::request::Parts, now: SystemTime) -> Found {
+        let Some(entry) = self.store.find(key, view) else {
+            return Found::Nothing;
+        };
         match entry.policy.before_request(view, now) {
-            BeforeRequest::Fresh(_) => {
-                self.stats.bump(&self.stats.hits);
-                Some(served(&entry, "HIT", now))
-            }
-            BeforeRequest::Stale { request, matches } => {
-                if matches {
-                    for name in [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE] {
-                        if let Some(v) = request.headers.get(&name) {
-                            validators.insert(name, v.clone());
-                        }
-                    }
-                    *stale = Some(entry);
-                }
-                None
-            }
+            BeforeRequest::Fresh(_) => Found::Fresh(entry),
+            BeforeRequest::Stale { matches: true, .. } => Found::Stale(entry),
+            BeforeRequest::Stale { matches: false, .. } => Found::Nothing,
         }
+    }
+
+    /// `entry` as the answer to `view`, labelled `label`: its fields with
+    /// `Age` and `X-Cache`, or a `304` when the client's own conditional
+    /// fields match it.
+    fn served(
+        &self,
+        entry: &Entry,
+        label: &'static str,
+        now: SystemTime,
+        view: &http::request::Parts,
+    ) -> Hit {
+        let age = entry.policy.age(now).as_secs();
+        if let Some(hit) = self.not_modified(view, entry.status, &entry.headers, age, label) {
+            return hit;
+        }
+        let mut head = Response::new(()).into_parts().0;
+        head.status = entry.status;
+        head.headers = entry.headers.clone();
+        head.headers.insert(header::AGE, HeaderValue::from(age));
+        head.headers
+            .insert(X_CACHE, HeaderValue::from_static(label));
+        Hit {
+            head,
+            body: CacheSource::stored(Arc::clone(&entry.body)),
+            empty: entry.body_len == 0,
+        }
+    }
+
+    /// A `304 Not Modified` for `view`, if its `If-None-Match` or
+    /// `If-Modified-Since` matches the response (`status`, `fields`) the
+    /// cache would serve (RFC 9111 §4.3.2); `age` in seconds.
+    fn not_modified(
+        &self,
+        view: &http::request::Parts,
+        status: StatusCode,
+        fields: &HeaderMap,
+        age: u64,
+        label: &'static str,
+    ) -> Option<Hit> {
+        if !conditional::not_modified(&view.headers, status, fields) {
+            return None;
+        }
+        self.stats.bump(&self.stats.not_modified);
+        let mut head = Response::new(()).into_parts().0;
+        head.status = StatusCode::NOT_MODIFIED;
+        head.headers = conditional::not_modified_fields(fields);
+        head.headers.insert(header::AGE, HeaderValue::from(age));
+        head.headers
+            .insert(X_CACHE, HeaderValue::from_static(label));
+        let none: Arc<[Bytes]> = Arc::new([]);
+        Some(Hit {
+            head,
+            body: CacheSource::stored(none),
+            empty: true,
+        })
     }
 
     /// Joins another request's fill, if it answers `view` and its length is known and within bounds.
@@ -286,6 +404,10 @@ impl Cache {
         let len = content_length(&j.headers)?;
         if len > self.settings.max_object_bytes {
             return None;
+        }
+        if let Some(hit) = self.not_modified(view, j.status, &j.headers, 0, "HIT") {
+            self.stats.bump(&self.stats.collapsed);
+            return Some(hit);
         }
         let body = j.buf.reader();
         self.stats.bump(&self.stats.collapsed);
@@ -304,19 +426,53 @@ impl Cache {
     }
 }
 
-/// An entry as a response: its fields, `Age` from the policy, `X-Cache`.
-fn served(entry: &Entry, label: &'static str, now: SystemTime) -> Hit {
-    let mut head = Response::new(()).into_parts().0;
-    head.status = entry.status;
-    head.headers = entry.headers.clone();
-    let age = entry.policy.age(now).as_secs();
-    head.headers.insert(header::AGE, HeaderValue::from(age));
-    head.headers
-        .insert(X_CACHE, HeaderValue::from_static(label));
-    Hit {
-        head,
-        body: CacheSource::stored(Arc::clone(&entry.body)),
-        empty: entry.body_len == 0,
+/// Whether `entry`, stale, may be served at once while it is revalidated
+/// in the background: it is inside its `stale-while-revalidate` window
+/// (RFC 5861 §3; the window is zero when the response forbids stale
+/// answers) and the request does not ask for a fresher response
+/// (`no-cache`, `max-age`, `min-fresh`, `Pragma: no-cache`; RFC 9111
+/// §5.2.1, §5.4).
+fn while_revalidate(entry: &Entry, view: &http::request::Parts, now: SystemTime) -> bool {
+    let window = entry.stale_while_revalidate;
+    if window.is_zero() || !entry.policy.is_stale(now) || entry.stale_for(now) > window {
+        return false;
+    }
+    let asks_fresher = view
+        .headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| d.split_once('=').map_or(d, |(k, _)| k).trim())
+        .any(|d| {
+            ["no-cache", "max-age", "min-fresh"]
+                .iter()
+                .any(|n| d.eq_ignore_ascii_case(n))
+        });
+    let pragma_no_cache = view.headers.get_all(header::PRAGMA).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.to_ascii_lowercase().contains("no-cache"))
+    });
+    !asks_fresher && !pragma_no_cache
+}
+
+/// Replaces the client's own `If-None-Match` / `If-Modified-Since` in the
+/// upstream request of a fill with `entry`'s validators (RFC 9111 §4.3.1:
+/// its `ETag` and `Last-Modified`), or with none: the cache needs the full
+/// response, and answers the client's conditional itself.
+fn set_validators(headers: &mut HeaderMap, entry: Option<&Entry>) {
+    headers.remove(header::IF_NONE_MATCH);
+    headers.remove(header::IF_MODIFIED_SINCE);
+    let Some(entry) = entry else {
+        return;
+    };
+    for (from, to) in [
+        (header::ETAG, header::IF_NONE_MATCH),
+        (header::LAST_MODIFIED, header::IF_MODIFIED_SINCE),
+    ] {
+        if let Some(v) = entry.headers.get(&from) {
+            headers.insert(to, v.clone());
+        }
     }
 }
 
@@ -331,13 +487,14 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 }
 
 impl Ticket {
-    /// Adds the stale entry's validators (`If-None-Match`,
-    /// `If-Modified-Since`, RFC 9111 §4.3.1) to the upstream request.
+    /// For a request that may fill the cache: removes the client's own
+    /// `If-None-Match` / `If-Modified-Since` from the upstream request (the
+    /// cache needs the full response, and answers the client's conditional
+    /// from it) and adds the stale entry's validators, if any (RFC 9111
+    /// §4.3.1). Other requests are forwarded as they are.
     pub fn prepare(&self, headers: &mut HeaderMap) {
-        if let Kind::Lead { validators, .. } = &self.kind {
-            for (name, v) in validators {
-                headers.insert(name, v.clone());
-            }
+        if let Kind::Lead { stale, .. } = &self.kind {
+            set_validators(headers, stale.as_deref());
         }
     }
 
@@ -348,11 +505,18 @@ impl Ticket {
     pub fn after_send(
         self,
         cache: &Arc<Cache>,
-        sent: Result<Response<Incoming>, UpstreamError>,
+        mut sent: Result<Response<Incoming>, UpstreamError>,
     ) -> After {
         let Ticket { key, view, kind } = self;
         match kind {
             Kind::Plain => After::Forward(sent, None),
+            Kind::Uncached => {
+                if let Ok(resp) = &mut sent {
+                    resp.headers_mut()
+                        .insert(X_CACHE, HeaderValue::from_static("MISS"));
+                }
+                After::Forward(sent, None)
+            }
             Kind::Invalidate => {
                 if let Ok(resp) = &sent
                     && (resp.status().is_success() || resp.status().is_redirection())
@@ -361,34 +525,35 @@ impl Ticket {
                 }
                 After::Forward(sent, None)
             }
-            Kind::Lead { leader, stale, .. } => {
+            Kind::Lead { leader, stale } => {
                 let now = SystemTime::now();
                 if let Some(entry) = stale {
                     match &sent {
                         Ok(resp) if resp.status() == StatusCode::NOT_MODIFIED => {
-                            if let AfterResponse::NotModified(policy, _) =
-                                entry.policy.after_response(&view, resp, now)
-                            {
-                                let refreshed = refresh(&entry, policy, resp.headers());
+                            if let Some(refreshed) = refresh(&entry, &view, resp, now) {
                                 cache.store.insert(&key, &view, Arc::clone(&refreshed));
                                 cache.stats.bump(&cache.stats.revalidated);
                                 cache.stats.bump(&cache.stats.hits);
-                                return After::Serve(served(&refreshed, "HIT", now));
+                                return After::Serve(cache.served(&refreshed, "HIT", now, &view));
                             }
+                            // A 304 about another representation cannot
+                            // update this one (RFC 9111 §4.3.4).
+                            cache.store.remove_variant(&key, &entry);
                         }
                         Ok(resp)
                             if resp.status().is_server_error()
                                 && entry.stale_for(now) <= entry.stale_if_error =>
                         {
                             cache.stats.bump(&cache.stats.stale);
-                            return After::Serve(served(&entry, "STALE", now));
+                            return After::Serve(cache.served(&entry, "STALE", now, &view));
                         }
                         Err(_) if entry.stale_for(now) <= entry.stale_if_error => {
                             cache.stats.bump(&cache.stats.stale);
-                            return After::Serve(served(&entry, "STALE", now));
+                            return After::Serve(cache.served(&entry, "STALE", now, &view));
                         }
                         _ => {}
                     }
+                    cache.stats.bump(&cache.stats.misses);
                 }
                 After::Forward(sent, Some(Fill { key, view, leader }))
             }
@@ -396,28 +561,53 @@ impl Ticket {
     }
 }
 
-/// `entry` with the policy and fields of a matching `304` (RFC 9111 §4.3.4).
-fn refresh(entry: &Entry, policy: CachePolicy, fresh: &HeaderMap) -> Arc<Entry> {
+/// `entry` refreshed by `resp`, a `304` that answered a conditional
+/// request for it, or `None` when the `304` is about another
+/// representation: it has an `ETag` the entry lacks or does not match
+/// (weak comparison). The `304`'s `Cache-Control`, `Content-Location`,
+/// `Date`, `ETag`, `Expires`, `Last-Modified` and `Vary` replace the
+/// entry's (RFC 9111 §3.2, §4.3.4), and its freshness restarts from them.
+/// A `304` without validators refreshes the entry it answered, as nginx
+/// and Varnish do (RFC 9111 §4.3.4 would select only an entry without
+/// validators then).
+fn refresh(
+    entry: &Entry,
+    view: &http::request::Parts,
+    resp: &Response<Incoming>,
+    now: SystemTime,
+) -> Option<Arc<Entry>> {
+    let opaque = |h: &HeaderMap| {
+        h.get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(|t| t.trim().trim_start_matches("W/").to_owned())
+    };
+    if let Some(new) = opaque(resp.headers())
+        && opaque(&entry.headers).is_none_or(|old| old != new)
+    {
+        return None;
+    }
     let mut headers = entry.headers.clone();
-    for name in [
-        header::CACHE_CONTROL,
-        header::DATE,
-        header::ETAG,
-        header::EXPIRES,
-        header::LAST_MODIFIED,
-        header::VARY,
-    ] {
-        if let Some(v) = fresh.get(&name) {
-            headers.insert(name, v.clone());
-        }
+    for (name, v) in &conditional::not_modified_fields(resp.headers()) {
+        headers.insert(name, v.clone());
     }
     headers.remove(header::AGE);
-    Arc::new(Entry::new(
+    let policy = match entry.policy.after_response(view, resp, now) {
+        AfterResponse::NotModified(policy, _) => policy,
+        // http-cache-semantics pairs a 304 with an entry by validators
+        // only; this one answered our request about `entry`.
+        AfterResponse::Modified(..) => {
+            let mut parts = Response::new(()).into_parts().0;
+            parts.status = entry.status;
+            parts.headers = headers.clone();
+            CachePolicy::new(view, &parts)
+        }
+    };
+    Some(Arc::new(Entry::new(
         entry.status,
         headers,
         policy,
         entry.body.to_vec(),
-    ))
+    )))
 }
 
 impl Fill {
@@ -425,6 +615,12 @@ impl Fill {
     /// says it is storable, tees its body into the cache. `head` holds the
     /// fields as forwarded; `source` is the upstream body (`empty` when the
     /// response has none, which is stored at once).
+    ///
+    /// When the client's own `If-None-Match` / `If-Modified-Since` (which
+    /// [`Ticket::prepare`] kept from the upstream) matches the response,
+    /// `head` becomes a `304 Not Modified` (RFC 9110 §15.4.5) and the
+    /// returned source is empty; the fill, if any, goes on without the
+    /// client.
     pub fn start(
         self,
         cache: &Arc<Cache>,
@@ -434,19 +630,66 @@ impl Fill {
     ) -> ResponseSource {
         let policy = CachePolicy::new(&self.view, &*head);
         let stored_fields = head.headers.clone();
+        let not_modified =
+            conditional::not_modified(&self.view.headers, head.status, &stored_fields);
         head.headers
             .insert(X_CACHE, HeaderValue::from_static("MISS"));
-        if !policy.is_storable() || head.status == StatusCode::PARTIAL_CONTENT {
+        let source = self.tee(
+            cache,
+            head.status,
+            policy,
+            &stored_fields,
+            source,
+            empty,
+            not_modified,
+        );
+        if !not_modified {
+            return source;
+        }
+        // The body, if not teed, is dropped unread: its connection closes.
+        drop(source);
+        cache.stats.bump(&cache.stats.not_modified);
+        head.status = StatusCode::NOT_MODIFIED;
+        head.headers = conditional::not_modified_fields(&stored_fields);
+        head.headers
+            .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        ResponseSource::Local(once(Bytes::new()))
+    }
+
+    /// Stores or tees the response when it may be stored; the client's
+    /// source. `detached`: the client will not read it (it gets a `304`).
+    #[allow(clippy::too_many_arguments)]
+    fn tee(
+        self,
+        cache: &Arc<Cache>,
+        status: StatusCode,
+        policy: CachePolicy,
+        stored_fields: &HeaderMap,
+        source: ResponseSource,
+        empty: bool,
+        detached: bool,
+    ) -> ResponseSource {
+        // A 304 that reaches here answered a request the cache did not
+        // make conditional (it is never storable anyway, but say so).
+        if !policy.is_storable()
+            || status == StatusCode::PARTIAL_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+        {
             return source;
         }
         if empty {
-            let entry = Arc::new(Entry::new(head.status, stored_fields, policy, Vec::new()));
+            let entry = Arc::new(Entry::new(
+                status,
+                stored_fields.clone(),
+                policy,
+                Vec::new(),
+            ));
             cache.store.insert(&self.key, &self.view, entry);
             cache.stats.bump(&cache.stats.fills);
             return source;
         }
         let max = cache.settings.max_object_bytes;
-        let length = content_length(&head.headers);
+        let length = content_length(stored_fields);
         let ResponseSource::Upstream(body) = source else {
             return source;
         };
@@ -456,10 +699,9 @@ impl Fill {
         let (client, buf, writer) = fill::tee(
             body,
             cache.settings.fill_hwm,
-            cache.settings.fill_on_client_abort,
+            cache.settings.fill_on_client_abort || detached,
         );
         let client = CacheSource::Primary(client);
-        let status = head.status;
         if length.is_some() {
             self.leader.stream(Arc::new(Joinable {
                 status,
@@ -469,6 +711,7 @@ impl Fill {
             }));
         }
         let cache = Arc::clone(cache);
+        let stored_fields = stored_fields.clone();
         tokio::spawn(async move {
             let Fill { key, view, leader } = self;
             match writer.run(max).await {
@@ -480,6 +723,9 @@ impl Fill {
                 Err(why) => {
                     tracing::debug!(target: "weir::cache", key = %key, "{why}");
                     cache.stats.bump(&cache.stats.abandoned);
+                    if why == Abandoned::Lagged {
+                        cache.stats.bump(&cache.stats.lagged);
+                    }
                 }
             }
             drop(leader);

@@ -28,6 +28,9 @@ pub(crate) struct Entry {
     pub fresh_until: SystemTime,
     /// `stale-if-error` window after `fresh_until` (RFC 5861 §4).
     pub stale_if_error: Duration,
+    /// `stale-while-revalidate` window after `fresh_until` (RFC 5861 §3);
+    /// zero when the response forbids serving it stale.
+    pub stale_while_revalidate: Duration,
 }
 
 impl Entry {
@@ -42,8 +45,22 @@ impl Entry {
         let now = SystemTime::now();
         let body_len = body.iter().map(|b| b.len() as u64).sum();
         let fresh_until = now + policy.time_to_live(now);
+        // RFC 9111 §4.2.4: no stale response against `no-cache`,
+        // `must-revalidate` or `proxy-revalidate`. (`s-maxage` implies
+        // proxy-revalidate, §5.2.2.10, but `s-maxage` with
+        // `stale-while-revalidate` is how CDNs are told to use it, and they
+        // do: so is Weir.)
+        let forbids_stale = ["no-cache", "must-revalidate", "proxy-revalidate"]
+            .iter()
+            .any(|d| has_directive(&headers, d));
+        let stale_while_revalidate = if forbids_stale {
+            Duration::ZERO
+        } else {
+            directive_secs(&headers, "stale-while-revalidate")
+        };
         Entry {
             stale_if_error: directive_secs(&headers, "stale-if-error"),
+            stale_while_revalidate,
             status,
             headers,
             policy,
@@ -80,6 +97,18 @@ fn directive_secs(headers: &HeaderMap, name: &str) -> Duration {
         .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
         .and_then(|(_, v)| v.trim().trim_matches('"').parse::<u64>().ok())
         .map_or(Duration::ZERO, Duration::from_secs)
+}
+
+/// Whether the response's `Cache-Control` has directive `name` (with or
+/// without an argument).
+fn has_directive(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|d| d.split_once('=').map_or(d, |(k, _)| k).trim())
+        .any(|k| k.eq_ignore_ascii_case(name))
 }
 
 /// The variants of one primary key.
@@ -146,6 +175,27 @@ impl Store {
     /// Drops every variant of `key` (RFC 9111 §4.4).
     pub fn remove(&self, key: &str) {
         self.inner.invalidate(key);
+    }
+
+    /// Drops `entry` from the variants of `key`, if it is still there (a
+    /// response that superseded it could not be stored).
+    pub fn remove_variant(&self, key: &str, entry: &Arc<Entry>) {
+        let Some(variants) = self.inner.get(key) else {
+            return;
+        };
+        if !variants.iter().any(|e| Arc::ptr_eq(e, entry)) {
+            return;
+        }
+        let kept: Vec<Arc<Entry>> = variants
+            .iter()
+            .filter(|e| !Arc::ptr_eq(e, entry))
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            self.inner.invalidate(key);
+        } else {
+            self.inner.insert(key.to_owned(), Arc::new(kept));
+        }
     }
 
     /// Runs pending evictions, so sizes read afterwards are exact (tests).
@@ -223,7 +273,52 @@ mod tests {
         let v = view("gzip");
         let e = entry(&v, b"x");
         assert_eq!(e.stale_if_error, Duration::from_secs(30));
+        assert_eq!(e.stale_while_revalidate, Duration::ZERO);
         assert_eq!(e.stale_for(SystemTime::now()), Duration::ZERO);
+    }
+
+    fn with_cache_control(cc: &str) -> Entry {
+        let req = view("gzip");
+        let resp = Response::builder()
+            .header("cache-control", cc)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        let policy = CachePolicy::new(&req, &resp);
+        Entry::new(StatusCode::OK, resp.headers, policy, Vec::new())
+    }
+
+    #[test]
+    fn stale_while_revalidate_is_off_when_stale_is_forbidden() {
+        let e = with_cache_control("max-age=1, stale-while-revalidate=30");
+        assert_eq!(e.stale_while_revalidate, Duration::from_secs(30));
+        for cc in [
+            "max-age=1, stale-while-revalidate=30, must-revalidate",
+            "max-age=1, Proxy-Revalidate, stale-while-revalidate=30",
+            "no-cache, stale-while-revalidate=30",
+            "max-age=1, no-cache=\"set-cookie\", stale-while-revalidate=30",
+        ] {
+            let e = with_cache_control(cc);
+            assert_eq!(e.stale_while_revalidate, Duration::ZERO, "{cc}");
+        }
+    }
+
+    #[test]
+    fn remove_variant_keeps_the_others_and_a_replacement() {
+        let store = Store::new(1 << 20);
+        let (gz, br) = (view("gzip"), view("br"));
+        let old = entry(&gz, b"gz");
+        store.insert("k", &gz, Arc::clone(&old));
+        store.insert("k", &br, entry(&br, b"br"));
+        store.remove_variant("k", &old);
+        assert!(store.find("k", &gz).is_none());
+        assert!(store.find("k", &br).is_some());
+        // Already replaced: the replacement stays.
+        let newer = entry(&br, b"br2");
+        store.insert("k", &br, Arc::clone(&newer));
+        store.remove_variant("k", &old);
+        assert_eq!(&store.find("k", &br).unwrap().body[0][..], b"br2");
     }
 
     #[test]

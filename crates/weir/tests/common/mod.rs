@@ -36,6 +36,45 @@ pub fn sha256_hex(data: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Period of the generated test bodies: a prime, so consecutive 64 KiB
+/// chunks differ.
+pub const PERIOD: u64 = 65521;
+
+/// Byte `i` of every generated test body.
+pub fn byte_at(i: u64) -> u8 {
+    let i = i % PERIOD;
+    (i.wrapping_mul(31).wrapping_add(i >> 7) % 251) as u8
+}
+
+/// Two periods and a chunk of the pattern: any chunk of a generated body
+/// (at most 64 KiB) is a slice of it, no copy.
+pub fn pattern() -> &'static Bytes {
+    static P: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        (0..PERIOD + 64 * 1024)
+            .map(byte_at)
+            .collect::<Vec<u8>>()
+            .into()
+    })
+}
+
+/// Whether `data`, found at offset `pos` of a generated body, is the
+/// pattern (compared slice by slice, no per-byte work).
+pub fn is_pattern(pos: u64, data: &[u8]) -> bool {
+    let mut pos = pos;
+    let mut rest = data;
+    while !rest.is_empty() {
+        let n = rest.len().min(64 * 1024);
+        let at = (pos % PERIOD) as usize;
+        if rest[..n] != pattern()[at..at + n] {
+            return false;
+        }
+        pos += n as u64;
+        rest = &rest[n..];
+    }
+    true
+}
+
 /// A running built-in origin.
 pub struct Origin {
     pub addr: SocketAddr,
