@@ -68,8 +68,9 @@ pub struct Proxy {
     route_labels: Vec<Arc<String>>,
     /// The response cache, when a route sets `cache = true`.
     cache: Option<Arc<Cache>>,
-    /// Fetches SSR fragments from the config's upstreams.
-    fetcher: Arc<crate::ssr::ProxyFetcher>,
+    /// Each route's SSR fragment fetcher, by route index (`None`: the
+    /// route composes nothing).
+    fetchers: Vec<Option<Arc<crate::ssr::ProxyFetcher>>>,
     /// Counts SSR fragment outcomes into `metrics`.
     ssr_observer: Arc<crate::ssr::MetricsObserver>,
 }
@@ -78,6 +79,8 @@ pub struct Proxy {
 /// kept before the request is handed on.
 struct SsrAsk<'a> {
     spec: &'a crate::config::SsrSpec,
+    /// The route's fetcher.
+    fetcher: Arc<crate::ssr::ProxyFetcher>,
     /// Fields for the fragment requests.
     headers: HeaderMap,
 }
@@ -139,11 +142,6 @@ impl Proxy {
             })
             .collect::<Result<Vec<ResolvedUpstream>, _>>()?;
         let client = UpstreamClient::new(&config.client);
-        let fetcher = Arc::new(crate::ssr::ProxyFetcher::new(
-            client.clone(),
-            upstreams.iter().map(|u| u.url.clone()).collect(),
-            config.server.body_idle_timeout,
-        ));
         let authorities = upstreams
             .iter()
             .map(|u| u.url.authority.to_string())
@@ -166,22 +164,39 @@ impl Proxy {
                 })
             })
             .collect();
+        let cache = config
+            .routes
+            .iter()
+            .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
+            .then(|| {
+                let cache = Cache::new(&config.cache);
+                cache.stats().count_into(Arc::clone(&metrics));
+                cache
+            });
+        let upstream_urls: Arc<[UpstreamUrl]> = upstreams.iter().map(|u| u.url.clone()).collect();
+        let fetchers = config
+            .routes
+            .iter()
+            .map(|r| {
+                r.ssr.as_ref().map(|s| {
+                    Arc::new(crate::ssr::ProxyFetcher::new(
+                        client.clone(),
+                        Arc::clone(&upstream_urls),
+                        config.server.body_idle_timeout,
+                        &config.server.via_pseudonym,
+                        cache.clone().filter(|_| s.cache_fragments),
+                    ))
+                })
+            })
+            .collect();
         Ok(Arc::new(Proxy {
-            fetcher,
+            fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),
             mirrors,
             mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
             upstreams,
-            cache: config
-                .routes
-                .iter()
-                .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
-                .then(|| {
-                    let cache = Cache::new(&config.cache);
-                    cache.stats().count_into(Arc::clone(&metrics));
-                    cache
-                }),
+            cache,
             client,
             metrics,
             route_labels,
@@ -237,21 +252,28 @@ impl Proxy {
         // What planning the response transforms needs of the request, kept
         // before the request is handed on.
         let ask = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(&req));
-        let ssr = target.route.ssr.as_ref().map(|spec| SsrAsk {
-            spec,
-            headers: crate::ssr::fragment_headers(
-                req.headers(),
+        let fetcher = self.fetchers.get(target.route.index).cloned().flatten();
+        let ssr = target
+            .route
+            .ssr
+            .as_ref()
+            .zip(fetcher)
+            .map(|(spec, fetcher)| SsrAsk {
                 spec,
-                Peer {
-                    ip: peer.ip(),
-                    trusted: self.is_trusted(peer),
-                    proto: "http",
-                    host: target.client_host.as_deref(),
-                },
-                req.version(),
-                &self.settings.via_pseudonym,
-            ),
-        });
+                fetcher,
+                headers: crate::ssr::fragment_headers(
+                    req.headers(),
+                    spec,
+                    Peer {
+                        ip: peer.ip(),
+                        trusted: self.is_trusted(peer),
+                        proto: "http",
+                        host: target.client_host.as_deref(),
+                    },
+                    req.version(),
+                    &self.settings.via_pseudonym,
+                ),
+            });
         if let Some(ssr) = ssr.as_ref().filter(|s| s.spec.template_file.is_some()) {
             return self
                 .file_page(req.method(), req.uri(), ssr, record, &target, ask)
@@ -807,7 +829,7 @@ impl Proxy {
         };
         parts.headers.remove(header::CONTENT_ENCODING);
         let ctx = weir_ssr::PageContext {
-            fetcher: Arc::clone(&self.fetcher) as Arc<dyn weir_ssr::Fetcher>,
+            fetcher: Arc::clone(&ssr.fetcher) as Arc<dyn weir_ssr::Fetcher>,
             settings: Arc::clone(&ssr.spec.compose),
             base: url,
             headers: ssr.headers.clone(),
@@ -1004,7 +1026,7 @@ fn bad_request(body: &'static str) -> Local {
 /// What the upstream sent that Weir cannot forward faithfully: a `101`
 /// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
 /// transfer coding other than `chunked`.
-fn downstream_head(
+pub(crate) fn downstream_head(
     parts: &mut http::response::Parts,
     via_pseudonym: &str,
 ) -> Result<(), &'static str> {

@@ -18,7 +18,8 @@ use http_body_util::{Either, Empty};
 use weir_ssr::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse, Observer};
 use weir_stream::body::HttpBodySource;
 
-use crate::body::IdleTimeout;
+use crate::body::{IdleTimeout, ResponseSource};
+use crate::cache::{self, Cache};
 use crate::config::{SsrSpec, TemplateDetect, UpstreamUrl};
 use crate::headers::{self, Peer};
 use crate::metrics::Metrics;
@@ -29,25 +30,34 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
-/// Fetches fragments from the config's upstreams.
+/// Fetches fragments from the config's upstreams, through the response
+/// cache when the route has `cache_fragments = true`.
 #[derive(Debug, Clone)]
 pub struct ProxyFetcher {
     client: UpstreamClient,
     upstreams: Arc<[UpstreamUrl]>,
     body_idle_timeout: Duration,
+    via_pseudonym: Arc<str>,
+    cache: Option<Arc<Cache>>,
 }
 
 impl ProxyFetcher {
-    /// A fetcher over `client`, to `upstreams` only.
+    /// A fetcher over `client`, to `upstreams` only; with `cache`, fragment
+    /// responses are looked up and stored there (RFC 9111, as for any
+    /// caching route).
     pub fn new(
         client: UpstreamClient,
         upstreams: Arc<[UpstreamUrl]>,
         body_idle_timeout: Duration,
+        via_pseudonym: &str,
+        cache: Option<Arc<Cache>>,
     ) -> ProxyFetcher {
         ProxyFetcher {
             client,
             upstreams,
             body_idle_timeout,
+            via_pseudonym: via_pseudonym.into(),
+            cache,
         }
     }
 
@@ -94,8 +104,7 @@ impl Fetcher for ProxyFetcher {
     }
 
     fn fetch(&self, url: &str, mut headers: HeaderMap) -> FetchFuture {
-        let client = self.client.clone();
-        let idle = self.body_idle_timeout;
+        let this = self.clone();
         let uri = url.parse::<Uri>();
         let url = url.to_owned();
         Box::pin(async move {
@@ -105,23 +114,126 @@ impl Fetcher for ProxyFetcher {
             })?;
             // weir-ssr decodes gzip; nothing else is asked for.
             headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
-            let mut req = Request::new(Either::Right(Empty::new()));
-            *req.method_mut() = Method::GET;
-            *req.uri_mut() = uri;
-            *req.version_mut() = Version::HTTP_11;
-            *req.headers_mut() = headers;
-            let resp = client.send(req).await.map_err(|e| FetchError::Upstream {
-                reason: e.to_string(),
-            })?;
-            let (mut parts, body) = resp.into_parts();
-            headers::remove_hop_by_hop(&mut parts.headers);
-            let body: BoxSource = Box::pin(IdleTimeout::new(HttpBodySource::new(body), idle));
-            Ok(FragmentResponse {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            })
+            match this.cache.clone() {
+                Some(cache) => this.fetch_cached(&cache, uri, headers).await,
+                None => {
+                    let sent = this.client.send(get(uri, headers)).await;
+                    this.response(sent, None)
+                }
+            }
         })
+    }
+}
+
+/// `GET uri` with `headers` and no body.
+fn get(uri: Uri, headers: HeaderMap) -> Request<crate::body::RequestBody> {
+    let mut req = Request::new(Either::Right(Empty::new()));
+    *req.method_mut() = Method::GET;
+    *req.uri_mut() = uri;
+    *req.version_mut() = Version::HTTP_11;
+    *req.headers_mut() = headers;
+    req
+}
+
+impl ProxyFetcher {
+    /// The fragment from the cache, or from the upstream and teed into it.
+    async fn fetch_cached(
+        &self,
+        cache: &Arc<Cache>,
+        uri: Uri,
+        headers: HeaderMap,
+    ) -> Result<FragmentResponse, FetchError> {
+        let view = get(uri.clone(), headers.clone());
+        let host = uri.authority().map(|a| a.as_str().to_owned());
+        let path = uri.path().to_owned();
+        match cache.lookup(&view, &path, host.as_deref()).await {
+            cache::Lookup::Serve(hit) => Ok(from_hit(hit)),
+            cache::Lookup::ServeStale(hit, revalidation) => {
+                let mut req = get(uri, headers);
+                revalidation.prepare(req.headers_mut());
+                let this = self.clone();
+                let cache = Arc::clone(cache);
+                tokio::spawn(async move {
+                    let answer = match this.client.send(req).await {
+                        Ok(resp) => {
+                            let (mut parts, body) = resp.into_parts();
+                            crate::proxy::downstream_head(&mut parts, &this.via_pseudonym)
+                                .map(|()| http::Response::from_parts(parts, body))
+                                .map_err(|what| format!("upstream sent {what}"))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
+                    revalidation
+                        .finish(&cache, answer, this.body_idle_timeout)
+                        .await;
+                });
+                Ok(from_hit(hit))
+            }
+            cache::Lookup::Forward(ticket) => {
+                let mut req = get(uri, headers);
+                ticket.prepare(req.headers_mut());
+                let sent = self.client.send(req).await;
+                match ticket.after_send(cache, sent) {
+                    cache::After::Serve(hit) => Ok(from_hit(hit)),
+                    cache::After::Forward(sent, fill) => self.response(sent, fill),
+                }
+            }
+        }
+    }
+
+    /// An upstream answer as a fragment response; with `fill`, its body
+    /// is teed into the cache.
+    fn response(
+        &self,
+        sent: Result<http::Response<hyper::body::Incoming>, crate::upstream::UpstreamError>,
+        fill: Option<cache::Fill>,
+    ) -> Result<FragmentResponse, FetchError> {
+        let resp = sent.map_err(|e| FetchError::Upstream {
+            reason: e.to_string(),
+        })?;
+        let (mut parts, body) = resp.into_parts();
+        crate::proxy::downstream_head(&mut parts, &self.via_pseudonym).map_err(|what| {
+            FetchError::Upstream {
+                reason: format!("upstream sent {what}"),
+            }
+        })?;
+        let status = parts.status;
+        let empty = status == http::StatusCode::NO_CONTENT
+            || status == http::StatusCode::NOT_MODIFIED
+            || http_body::Body::is_end_stream(&body);
+        let source = if empty {
+            drop(body);
+            ResponseSource::Local(weir_stream::once(bytes::Bytes::new()))
+        } else {
+            ResponseSource::Upstream(IdleTimeout::new(
+                HttpBodySource::new(body),
+                self.body_idle_timeout,
+            ))
+        };
+        let source = match (fill, &self.cache) {
+            (Some(fill), Some(cache)) => fill.start(cache, &mut parts, source, empty),
+            _ => source,
+        };
+        let body: BoxSource = Box::pin(source);
+        Ok(FragmentResponse {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+/// A cache hit as a fragment response.
+fn from_hit(hit: cache::Hit) -> FragmentResponse {
+    let body: BoxSource = if hit.empty {
+        Box::pin(weir_stream::once(bytes::Bytes::new()))
+    } else {
+        Box::pin(hit.body)
+    };
+    FragmentResponse {
+        status: hit.head.status,
+        headers: hit.head.headers,
+        body,
     }
 }
 
@@ -259,6 +371,8 @@ mod tests {
             client,
             vec![up("127.0.0.1:8081"), up("frags.internal")].into(),
             Duration::from_secs(1),
+            "weir",
+            None,
         )
     }
 

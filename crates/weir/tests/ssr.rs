@@ -1,0 +1,515 @@
+//! SSR fragment composition on real sockets: the built-in origin serves
+//! the fragments (`/fragment/{name}`), Weir composes the page, hyper and
+//! curl read it. Order for random delays, fallbacks, the primary, async
+//! fragments, nesting limits, max_includes, gzip fragments, the fields
+//! fragment requests carry, fragment caching, client disconnects, and the
+//! memory bound of a 50 MB fragment behind a slow one.
+//!
+//! The timing test (TTFB and total for delays 0/100/200/1000 ms) lives
+//! alone in `ssr_timing.rs`, so other tests do not load the machine while
+//! it measures.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::BodyExt;
+
+/// A template file in a temp dir, and the config of a proxy whose `/`
+/// route composes it (`[route.ssr]` plus `ssr_extra` keys), in front of
+/// `origin`.
+struct Site {
+    _dir: tempfile::TempDir,
+    config: String,
+}
+
+fn site(origin: &Origin, template: &str, ssr_extra: &str, route_extra: &str) -> Site {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path: PathBuf = dir.path().join("page.html");
+    std::fs::write(&path, template).expect("write template");
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n{route_extra}\n\n\
+         [route.ssr]\ntemplate_file = {:?}\n{ssr_extra}\n",
+        origin.addr,
+        path.display().to_string()
+    );
+    Site { _dir: dir, config }
+}
+
+/// The origin's markup for fragment `name` (no file under fixtures/fragments).
+fn markup(name: &str) -> String {
+    format!("<div class=\"fragment\" data-fragment=\"{name}\">{name}</div>")
+}
+
+async fn page(proxy: &Proxy, path: &str) -> (http::StatusCode, http::HeaderMap, String) {
+    let (status, headers, body) = get(&proxy.url(path), false).await;
+    (
+        status,
+        headers,
+        String::from_utf8(body.to_vec()).expect("utf-8 page"),
+    )
+}
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_equals_the_template_with_each_slot_replaced_for_random_delays() {
+    let origin = start_origin().await;
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+    for case in 0..6 {
+        let n = 2 + (rng.next() % 6) as usize;
+        let mut template = String::from("<!doctype html><html><body><h1>t</h1>");
+        let mut want = template.clone();
+        for i in 0..n {
+            let delay = rng.next() % 120;
+            let chunks = 1 + rng.next() % 3;
+            let name = format!("c{case}f{i}");
+            template.push_str(&format!(
+                "<p>{i}</p><fragment src=\"/fragment/{name}?delay_ms={delay}&amp;chunks={chunks}&amp;chunk_delay_ms=15\"></fragment>"
+            ));
+            want.push_str(&format!("<p>{i}</p>{}", markup(&name)));
+        }
+        template.push_str("</body></html>");
+        want.push_str("</body></html>");
+        let site = site(&origin, &template, "", "");
+        let proxy = start_proxy(&site.config).await;
+        let (status, _, body) = page(&proxy, "/").await;
+        assert_eq!(status, 200, "case {case}");
+        assert_eq!(body, want, "case {case}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_fragment_falls_back_to_fallback_src_and_a_failing_fallback_to_the_inline_markup()
+ {
+    let origin = start_origin().await;
+    let template = "[<fragment src=\"/fragment/slow?delay_ms=3000\" timeout=\"200ms\" fallback-src=\"/fragment/backup\">inline-1</fragment>]\
+                    [<fragment src=\"/fragment/slow?delay_ms=3000\" timeout=\"200\" fallback-src=\"/fragment/backup?status=503\">inline-2</fragment>]\
+                    [<fragment src=\"/fragment/gone?status=404\"></fragment>]\
+                    [<esi:include src=\"/fragment/broken?status=500\" alt=\"/fragment/alt\" onerror=\"continue\"/>]\
+                    [<fragment src=\"http://example.com/x\">not-an-upstream</fragment>]";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let start = Instant::now();
+    let (status, _, body) = page(&proxy, "/").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        format!(
+            "[{}][inline-2][][{}][not-an-upstream]",
+            markup("backup"),
+            markup("alt")
+        )
+    );
+    assert!(
+        start.elapsed() < Duration::from_millis(2500),
+        "fallbacks did not wait for the slow fragment"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_primary_sets_the_page_status_and_cookies_a_redirect_replaces_the_page_and_a_failure_is_5xx()
+ {
+    let origin = start_origin().await;
+    let cases = [
+        ("/fragment/p?status=404&amp;header=Set-Cookie:a%3D1", 404),
+        ("/fragment/p?status=302&amp;header=Location:/login", 302),
+        ("/fragment/p?status=503", 502),
+        ("/fragment/p?delay_ms=3000", 504),
+        ("http://example.com/p", 502),
+    ];
+    for (src, want) in cases {
+        let template = format!(
+            "<head></head><body><fragment src=\"/fragment/other?header=Link:%3C/s.css%3E;%20rel%3Dpreload\"></fragment>\
+             <fragment src=\"{src}\" primary timeout=\"500ms\"></fragment></body>"
+        );
+        let site = site(&origin, &template, "", "");
+        let proxy = start_proxy(&site.config).await;
+        let (status, headers, body) = page(&proxy, "/").await;
+        assert_eq!(status.as_u16(), want, "{src}: {body}");
+        match want {
+            404 => {
+                assert_eq!(headers["set-cookie"], "a=1");
+                assert!(
+                    body.contains(&markup("p")) && body.contains(&markup("other")),
+                    "{body}"
+                );
+                assert!(
+                    headers
+                        .get_all("link")
+                        .iter()
+                        .any(|v| v == "</s.css>; rel=preload"),
+                    "Link of a fragment whose head arrived before the page's is merged: {headers:?}"
+                );
+            }
+            302 => {
+                assert_eq!(headers["location"], "/login");
+                assert!(body.is_empty(), "{body}");
+            }
+            _ => assert!(body.starts_with(&format!("{want}")), "{body}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_fragment_leaves_a_placeholder_and_arrives_before_body_end_with_its_mover_script()
+{
+    let origin = start_origin().await;
+    let template = "<html><body><fragment src=\"/fragment/later?delay_ms=300\" async>wait</fragment>\
+                    <p>after</p><fragment src=\"/fragment/now\"></fragment></body></html>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, body) = page(&proxy, "/").await;
+    let slot = body
+        .find("<template id=\"weir-slot-0\"></template>")
+        .expect("placeholder");
+    let now = body.find(&markup("now")).expect("sync fragment");
+    let moved = body
+        .find(&format!(
+            "<template id=\"weir-async-0\">{}</template><script>",
+            markup("later")
+        ))
+        .expect("async content at the end");
+    let end = body.find("</body>").expect("body end");
+    assert!(slot < now && now < moved && moved < end, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_including_fragment_is_stopped_and_a_deep_chain_ends_at_max_depth() {
+    let origin = start_origin().await;
+    // fixtures/fragments/selfloop.html includes /fragment/selfloop?template=1: itself.
+    let me = "/fragment/selfloop?template=1";
+    // d1 → d2 → d3 → d4: four levels of templates.
+    let d4 = "/fragment/d4?template=1".to_owned();
+    let enc = |s: &str| {
+        s.replace('%', "%25")
+            .replace('/', "%2F")
+            .replace('?', "%3F")
+            .replace('&', "%26")
+            .replace('=', "%3D")
+    };
+    let d3 = format!("/fragment/d3?template=1&include={}", enc(&d4));
+    let d2 = format!("/fragment/d2?template=1&include={}", enc(&d3));
+    let d1 = format!("/fragment/d1?template=1&include={}", enc(&d2));
+    let attr = |s: &str| s.replace('&', "&amp;");
+    let template = format!(
+        "(<fragment src=\"{}\"></fragment>)(<fragment src=\"{}\"></fragment>)",
+        attr(me),
+        attr(&d1)
+    );
+    let site = site(&origin, &template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let start = Instant::now();
+    let (status, _, body) = page(&proxy, "/").await;
+    assert_eq!(status, 200);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "limits answer at once, no hang"
+    );
+    // The loop: the fragment's markup once, then its include of itself
+    // stopped (its inline fallback).
+    assert!(
+        body.starts_with("(<div class=\"loop\">again</div>loop stopped\n)"),
+        "{body}"
+    );
+    // Depths 1..3 composed; d4 would be depth 4 > max_depth = 3.
+    assert!(
+        body.ends_with(&format!(
+            "({}{}{})",
+            markup("d1"),
+            markup("d2"),
+            markup("d3")
+        )),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_300_includes_the_first_256_are_fetched_and_the_rest_get_their_fallbacks() {
+    let origin = start_origin().await;
+    let template: String = (0..300)
+        .map(|i| format!("<fragment src=\"/fragment/n{i}\">fb{i};</fragment>"))
+        .collect();
+    let site = site(&origin, &template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (status, _, body) = page(&proxy, "/").await;
+    assert_eq!(status, 200);
+    let want: String = (0..256)
+        .map(|i| markup(&format!("n{i}")))
+        .chain((256..300).map(|i| format!("fb{i};")))
+        .collect();
+    assert_eq!(body, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_fragments_are_decoded_before_splicing() {
+    let origin = start_origin().await;
+    let template =
+        "<<fragment src=\"/fragment/z?gzip=1&amp;chunks=3&amp;chunk_delay_ms=10\"></fragment>>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, body) = page(&proxy, "/").await;
+    assert_eq!(body, format!("<{}>", markup("z")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fragment_requests_carry_the_allowed_fields_and_cookies_only_when_the_route_says_so() {
+    let origin = start_origin().await;
+    for cookies in [false, true] {
+        let site = site(
+            &origin,
+            "<fragment src=\"/echo\"></fragment>",
+            &format!("forward_cookies = {cookies}"),
+            "",
+        );
+        let proxy = start_proxy(&site.config).await;
+        let out = curl(&[
+            "-H",
+            "Accept-Language: de",
+            "-H",
+            "Cookie: session=s3cr3t",
+            "-H",
+            "Authorization: Bearer x",
+            "-H",
+            "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            &proxy.url("/"),
+        ]);
+        assert!(out.status.success());
+        let echo: serde_json::Value = serde_json::from_slice(&out.stdout).expect("echo JSON");
+        let fields: Vec<(String, String)> = echo["headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_str().unwrap_or("").to_owned(),
+                    p[1].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        let has = |n: &str| fields.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
+        assert!(
+            has("accept-language") && has("traceparent") && has("x-request-id"),
+            "{fields:?}"
+        );
+        assert!(has("x-forwarded-for") && has("via"), "{fields:?}");
+        assert!(!has("authorization"), "{fields:?}");
+        assert_eq!(has("cookie"), cookies, "{fields:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cacheable_fragments_are_served_from_the_cache_with_cache_fragments() {
+    let origin = start_origin().await;
+    let template = "<fragment src=\"/fragment/c?delay_ms=800&amp;header=Cache-Control:max-age%3D60\"></fragment>";
+    let site = site(&origin, template, "cache_fragments = true", "");
+    let proxy = start_proxy(&site.config).await;
+    let t = Instant::now();
+    let (_, _, first) = page(&proxy, "/").await;
+    let cold = t.elapsed();
+    let t = Instant::now();
+    let (_, _, second) = page(&proxy, "/").await;
+    let warm = t.elapsed();
+    assert_eq!(first, markup("c"));
+    assert_eq!(second, first);
+    assert!(cold >= Duration::from_millis(800), "{cold:?}");
+    assert!(
+        warm < Duration::from_millis(400),
+        "second page waited for the fragment: {warm:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_page_cancels_every_fragment_request() {
+    let origin = start_origin().await;
+    let mut template = String::from("<html><body><fragment src=\"/fragment/quick\"></fragment>");
+    for i in 0..8 {
+        template.push_str(&format!(
+            "<fragment src=\"/fragment/s{i}?delay_ms=10000\"></fragment>"
+        ));
+    }
+    template.push_str("</body></html>");
+    let site = site(&origin, &template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let resp = client(false)
+        .get(proxy.url("/").parse().expect("url"))
+        .await
+        .expect("response head");
+    let mut body = resp.into_body();
+    let first = body.frame().await.expect("a frame").expect("ok");
+    assert!(first.data_ref().is_some_and(|d| d.starts_with(b"<html>")));
+    let live = || proxy.upstream_connections.live();
+    let start = Instant::now();
+    while live() < 8 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(live() >= 8, "fragments in flight: {}", live());
+    drop(body);
+    let gone = Instant::now();
+    while live() > 1 && gone.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // At most the quick fragment's idle pooled connection is left.
+    assert!(live() <= 1, "{} upstream connections still open", live());
+    eprintln!(
+        "client gone: upstream connections closed in {:?}",
+        gone.elapsed()
+    );
+    assert!(
+        gone.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        gone.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_50mb_fragment_behind_a_slow_one_keeps_the_proxy_under_64mb() {
+    let origin = start_origin().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.html");
+    std::fs::write(
+        &path,
+        "<body><fragment src=\"/fragment/slow?delay_ms=2000\"></fragment>\
+         <fragment src=\"/fragment/big?bytes=52428800\"></fragment></body>",
+    )
+    .expect("template");
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
+         [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n\n\
+         [route.ssr]\ntemplate_file = {:?}\n",
+        origin.addr,
+        path.display().to_string()
+    );
+    let weir = tokio::task::spawn_blocking(move || WeirProcess::start(&config))
+        .await
+        .expect("join");
+    let idle = weir.peak_rss();
+    let resp = client(false)
+        .get(weir.url("/").parse().expect("url"))
+        .await
+        .expect("head");
+    let mut body = resp.into_body();
+    let mut total = 0u64;
+    let mut tail: Vec<u8> = Vec::new();
+    let start = Instant::now();
+    while let Some(frame) = body.frame().await {
+        if let Some(d) = frame.expect("frame").data_ref() {
+            total += d.len() as u64;
+            tail.extend_from_slice(d);
+            let keep = tail.len().saturating_sub(16);
+            tail.drain(..keep);
+        }
+    }
+    let peak = weir.peak_rss();
+    eprintln!(
+        "50 MB fragment behind a 2 s one: {} MB in {:?}; proxy peak RSS {:.1} MB (idle {:.1} MB)",
+        total >> 20,
+        start.elapsed(),
+        peak as f64 / 1e6,
+        idle as f64 / 1e6
+    );
+    assert!(total > 50 << 20, "{total}");
+    assert!(tail.ends_with(b"</body>"));
+    assert!(peak < 64_000_000, "peak RSS {peak}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composed_page_streams_through_compress_and_decodes_to_the_same_bytes() {
+    let origin = start_origin().await;
+    let template = "<html><body><p>head</p><fragment src=\"/fragment/a?delay_ms=300\"></fragment>\
+                    <fragment src=\"/fragment/b\"></fragment></body></html>";
+    let site = site(
+        &origin,
+        template,
+        "",
+        "transforms = [\"coalesce\", \"compress\"]",
+    );
+    let proxy = start_proxy(&site.config).await;
+    let out = curl(&["--compressed", "-sS", "-D", "-", &proxy.url("/")]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.to_ascii_lowercase().contains("content-encoding:"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&format!(
+            "<html><body><p>head</p>{}{}</body></html>",
+            markup("a"),
+            markup("b")
+        )),
+        "{text}"
+    );
+    // The template's first bytes come before the slow fragment, compressed.
+    let resp = client(false)
+        .request(
+            http::Request::get(proxy.url("/"))
+                .header("accept-encoding", "gzip")
+                .body(http_body_util::Full::new(Bytes::new()))
+                .expect("request"),
+        )
+        .await
+        .expect("head");
+    let t = Instant::now();
+    let mut body = resp.into_body();
+    let first = body.frame().await.expect("frame").expect("ok");
+    assert!(first.data_ref().is_some_and(|d| !d.is_empty()));
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "first compressed bytes after {:?}",
+        t.elapsed()
+    );
+    let _ = origin;
+    let _ = Ordering::Relaxed;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_page_of_the_default_config_composes() {
+    let origin = start_origin().await;
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+         [[route]]\npath_prefix = \"/demo\"\nupstream = \"site\"\n\n\
+         [route.ssr]\ntemplate_file = {:?}\n",
+        origin.addr,
+        fixtures().join("ssr/demo.html").display().to_string()
+    );
+    let proxy = start_proxy(&config).await;
+    let t = Instant::now();
+    let (status, headers, body) = page(&proxy, "/demo").await;
+    assert_eq!(status, 200);
+    assert!(
+        headers.get("set-cookie").is_some(),
+        "the primary header's cookie"
+    );
+    assert!(
+        !body.contains("<fragment") && !body.contains("<esi:"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Deals are taking a break."),
+        "inline fallback of the timed-out fragment"
+    );
+    assert!(
+        body.contains("weir-async-"),
+        "the async fragment's template"
+    );
+    let total = t.elapsed();
+    assert!(total < Duration::from_secs(4), "{total:?}");
+}
