@@ -346,7 +346,7 @@ impl Metrics {
         let ssr_failures = Family::<KindLabels, Counter>::default();
         registry.register(
             "ssr_fragment_failures",
-            "SSR fragment sources that failed (each fallback tried counts), by kind",
+            "SSR fragments that fell back or were cut, by the kind of their last failure",
             ssr_failures.clone(),
         );
         for kind in SSR_FAILURE_KINDS {

@@ -513,3 +513,49 @@ async fn the_demo_page_of_the_default_config_composes() {
     let total = t.elapsed();
     assert!(total < Duration::from_secs(4), "{total:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_response_marked_as_a_template_is_composed_and_others_pass_through() {
+    let origin = start_origin().await;
+    for detect in ["header", "html"] {
+        let config = format!(
+            "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+             [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+             [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n\n\
+             [route.ssr]\ndetect = \"{detect}\"\n",
+            origin.addr
+        );
+        let proxy = start_proxy(&config).await;
+        // X-Weir-Template: 1, text/html: composed (relative src → the same upstream).
+        let (status, headers, body) = page(
+            &proxy,
+            "/fragment/t?template=1&include=%2Ffragment%2Fa&include=b",
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            body,
+            format!("{}{}{}", markup("t"), markup("a"), markup("b"))
+        );
+        assert!(headers.get("x-weir-template").is_none(), "{headers:?}");
+        assert!(
+            headers
+                .get("content-length")
+                .is_none_or(|v| v == &body.len().to_string())
+        );
+        // Not marked: composed only with detect = "html".
+        let (_, _, body) = page(&proxy, "/fragment/u?include=%2Ffragment%2Fa").await;
+        if detect == "html" {
+            assert_eq!(body, format!("{}{}", markup("u"), markup("a")));
+        } else {
+            assert!(body.contains("<fragment src=\"/fragment/a\">"), "{body}");
+        }
+        // Not HTML: never composed.
+        let (status, _, body) = page(&proxy, "/data.json").await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            body.as_bytes(),
+            std::fs::read(fixtures().join("data.json")).expect("fixture")
+        );
+    }
+}
