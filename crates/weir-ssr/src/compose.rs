@@ -168,8 +168,14 @@ struct Frag {
 
 /// A composed page (or nested template) as a [`Source`] of batches.
 ///
-/// Dropping it aborts every fragment task it started.
+/// Dropping it aborts every fragment task it started. One pointer wide:
+/// its state lives in one allocation per page.
 pub struct PageBody {
+    inner: Box<Core>,
+}
+
+/// The page's state.
+struct Core {
     level: Level,
     template: Option<BoxSource>,
     scanner: Scanner,
@@ -192,6 +198,12 @@ pub struct PageBody {
 }
 
 impl std::fmt::Debug for PageBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PageBody")
             .field("base", &self.level.base)
@@ -229,7 +241,7 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         depth: 0,
     };
     let mut body = PageBody::new(template, level, true);
-    let decision = poll_fn(|cx| body.poll_head(cx)).await;
+    let decision = poll_fn(|cx| body.inner.poll_head(cx)).await;
     match decision {
         Decision::Compose { status, headers } => Page::Composed {
             status,
@@ -258,8 +270,21 @@ enum Decision {
 
 impl PageBody {
     fn new(template: BoxSource, level: Level, top: bool) -> PageBody {
-        let scanner = Scanner::new(level.shared.settings.scan);
         PageBody {
+            inner: Box::new(Core::new(template, level, top)),
+        }
+    }
+
+    /// A nested template's page: no primary, no head of its own.
+    pub(crate) fn nested(template: BoxSource, level: Level) -> PageBody {
+        PageBody::new(template, level, false)
+    }
+}
+
+impl Core {
+    fn new(template: BoxSource, level: Level, top: bool) -> Core {
+        let scanner = Scanner::new(level.shared.settings.scan);
+        Core {
             level,
             template: Some(template),
             scanner,
@@ -276,11 +301,6 @@ impl PageBody {
             failed: None,
             limit_logged: false,
         }
-    }
-
-    /// A nested template's page: no primary, no head of its own.
-    pub(crate) fn nested(template: BoxSource, level: Level) -> PageBody {
-        PageBody::new(template, level, false)
     }
 
     /// Scans what the template has ready, up to the read-ahead bound.
@@ -525,7 +545,7 @@ fn primary_fields(headers: &HeaderMap, redirect: bool) -> HeaderMap {
 
 impl Source for PageBody {
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
-        let this = self.get_mut();
+        let this = &mut *self.get_mut().inner;
         if let Some(e) = &this.failed {
             return Poll::Ready(Some(Err(e.clone())));
         }
@@ -589,7 +609,7 @@ impl Source for PageBody {
     }
 }
 
-impl Drop for PageBody {
+impl Drop for Core {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();

@@ -64,20 +64,18 @@ async fn output_is_the_template_with_each_slot_replaced_whatever_order_fragments
     }
 }
 
-/// Polls `body` until it yields; returns the text and the virtual time it took.
+/// The page's next batch as text, or `None` at its end.
 async fn next_text(body: &mut (impl Source + Unpin)) -> Option<String> {
-    loop {
-        match body.next_batch().await {
-            Some(Ok(b)) => {
-                let mut s = String::new();
-                for c in b {
-                    s.push_str(std::str::from_utf8(&c).expect("utf-8"));
-                }
-                return Some(s);
+    match body.next_batch().await {
+        Some(Ok(b)) => {
+            let mut s = String::new();
+            for c in b {
+                s.push_str(std::str::from_utf8(&c).expect("utf-8"));
             }
-            Some(Err(e)) => panic!("page failed: {e}"),
-            None => return None,
+            Some(s)
         }
+        Some(Err(e)) => panic!("page failed: {e}"),
+        None => None,
     }
 }
 
