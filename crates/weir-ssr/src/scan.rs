@@ -21,8 +21,15 @@
 //! | `<!-- … -->` | text, not scanned (as in HTML, `<!-->` and `<!--->` are whole comments) |
 //! | `<script …>…</script>`, `<style …>…</style>` | text, not scanned up to the first `</script` / `</style` |
 //! | the first `</body` end tag outside those | [`Piece::BodyEnd`] right before the text that holds it |
-//! | any other tag | text; its attributes are skipped by the HTML tokenizer's rules, so a `<fragment` or `</body>` inside a quoted attribute value is not taken |
+//! | any other tag | text; it ends at a `>` outside quoted attribute values, so a `<fragment` or `</body>` inside a quoted value is not taken (see below) |
 //! | anything else (`a < b`, `<!DOCTYPE html>`) | text |
+//!
+//! Where a tag ends: an include tag is read by the HTML tokenizer's
+//! attribute rules. Any other tag ends at its first `>` when no `'` and an
+//! even number of `"` come before it (one pass of 8-byte words over the
+//! tag), and by the tokenizer's rules otherwise; the two differ only for
+//! a stray `"` (in an attribute name or unquoted value: a parse error in
+//! HTML), where the tag may end at a `>` inside a later quoted value.
 //!
 //! A `/` right before `>` self-closes a tag, also at the end of an unquoted
 //! value: `<fragment src=/a/>` is `src="/a"`, self-closed (HTML would read
@@ -55,14 +62,15 @@
 mod attrs;
 mod classify;
 mod entity;
+mod find;
 mod tag;
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use memchr::{memchr, memchr2};
 
 use classify::{Class, EndMatch, Kind, MAX_LOOKAHEAD, classify, match_end};
+use find::{find1, find2};
 use tag::TagScan;
 
 /// Which syntax an include was written in.
@@ -400,6 +408,27 @@ fn emit(out: &mut Vec<Piece>, chunk: &Bytes, from: &mut usize, upto: usize) {
     *from = upto;
 }
 
+/// [`classify`] of `buf[q..]`, with the common case inline: a start or end
+/// tag whose first letter no tag of interest has.
+#[inline(always)]
+fn classify_at(buf: &[u8], q: usize, in_esi: bool, body_seen: bool) -> Class {
+    let letter = |i: usize, not: &[u8]| {
+        buf.get(q + i)
+            .is_some_and(|&b| b.is_ascii_alphabetic() && !not.contains(&(b | 0x20)))
+    };
+    if buf[q] != b'<' {
+        return classify(&buf[q..], in_esi, body_seen);
+    }
+    match buf.get(q + 1) {
+        Some(b'/') if letter(2, if body_seen { b"e" } else { b"be" }) => {
+            Class::Tag(Kind::Ordinary, 2)
+        }
+        Some(b'/') => classify(&buf[q..], in_esi, body_seen),
+        Some(_) if letter(1, b"efs") => Class::Tag(Kind::Ordinary, 1),
+        _ => classify(&buf[q..], in_esi, body_seen),
+    }
+}
+
 fn copied(out: &mut Vec<Piece>, bytes: &[u8]) {
     if !bytes.is_empty() {
         out.push(Piece::Text(Bytes::copy_from_slice(bytes)));
@@ -497,9 +526,9 @@ impl Scanner {
             let buf = &cur.chunk[..];
             let rest = &buf[cur.pos..];
             let found = if self.esi.is_some() {
-                memchr2(b'<', b'-', rest)
+                find2(b'<', b'-', rest)
             } else {
-                memchr(b'<', rest)
+                find1(b'<', rest)
             };
             let Some(k) = found else {
                 cur.pos = len;
@@ -507,7 +536,7 @@ impl Scanner {
             };
             let q = cur.pos + k;
             let offset = cur.base + q as u64;
-            match classify(&buf[q..], self.esi.is_some(), self.body_seen) {
+            match classify_at(buf, q, self.esi.is_some(), self.body_seen) {
                 Class::NeedMore => {
                     emit(out, &cur.chunk, &mut cur.text_from, q);
                     self.hold(&cur.chunk[q..], offset);
@@ -614,7 +643,7 @@ impl Scanner {
         let offset = cur.base + q as u64;
         let max = self.limits.max_tag_bytes;
         let len = cur.chunk.len();
-        let mut scan = TagScan::new();
+        let mut scan = TagScan::exact();
         match scan.run(&cur.chunk[q + n..]) {
             Some(m) => {
                 let end = q + n + m;
@@ -708,7 +737,7 @@ impl Scanner {
         let buf = &cur.chunk[..];
         let mut from = cur.pos;
         loop {
-            let Some(k) = memchr(b'>', &buf[from..]) else {
+            let Some(k) = find1(b'>', &buf[from..]) else {
                 let seg = &buf[from..];
                 let trailing = seg.iter().rev().take(2).take_while(|&&b| b == b'-').count() as u8;
                 *dashes = if trailing as usize == seg.len() {
@@ -743,7 +772,7 @@ impl Scanner {
         let len = buf.len();
         let mut from = cur.pos;
         loop {
-            let Some(k) = memchr(b'<', &buf[from..]) else {
+            let Some(k) = find1(b'<', &buf[from..]) else {
                 self.content(cur, len, out);
                 cur.pos = len;
                 return;
@@ -872,7 +901,7 @@ impl Scanner {
                 self.state = State::IncludeTag {
                     syntax,
                     name_len: n,
-                    scan: TagScan::new(),
+                    scan: TagScan::exact(),
                     offset,
                 };
                 debug_assert!(again.is_empty());

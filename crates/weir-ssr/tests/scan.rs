@@ -365,6 +365,31 @@ fn body_end_not_inside_script_comment_or_attribute() {
 fn includes_inside_other_tags_attributes_are_not_taken() {
     let doc = r#"<img alt="<fragment src=/no/>" title='<!--'><div data-x=<esi:include>x</div>"#;
     assert_eq!(out(doc), doc);
+    // A `>` inside a quoted value does not end the tag either.
+    for doc in [
+        r#"<a title="x>y<fragment src=/no/>">z</a>"#,
+        r#"<a title='x>y</body>'>z</a>"#,
+        r#"<a b="1" title="x>y<script>" c='2'>z</a><fragment src=/yes/>"#,
+    ] {
+        assert_eq!(
+            out(doc),
+            doc.replace("<fragment src=/yes/>", "[F src=/yes]"),
+            "{doc}"
+        );
+    }
+}
+
+#[test]
+fn a_stray_quote_may_end_an_ordinary_tag_early() {
+    // The documented approximation: `b"c` holds a quote that HTML reads as
+    // part of an unquoted value; counting it, the `>` inside the title
+    // value ends the tag (HTML would end it after `e"`).
+    assert_eq!(
+        out(r#"<a x=b"c title="d>e<fragment src=/f/>">"#),
+        r#"<a x=b"c title="d>e[F src=/f]">"#
+    );
+    // Include tags themselves are read by the tokenizer's rules.
+    assert_eq!(out(r#"<fragment x=b"c src="d>e"/>"#), "[F src=d>e]");
 }
 
 #[test]

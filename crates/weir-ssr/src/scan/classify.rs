@@ -56,6 +56,7 @@ const END: [(&[u8], Kind); 2] = [
 
 /// Classifies `buf`, which starts with `<`, or with `-` when `in_esi`.
 /// `body_seen`: the first `</body` was already reported.
+#[inline]
 pub(crate) fn classify(buf: &[u8], in_esi: bool, body_seen: bool) -> Class {
     let Some(&first) = buf.first() else {
         return Class::NeedMore;
@@ -74,18 +75,21 @@ pub(crate) fn classify(buf: &[u8], in_esi: bool, body_seen: bool) -> Class {
         b'!' => bang(buf),
         b'/' => match buf.get(2) {
             None => Class::NeedMore,
-            Some(b) if b.is_ascii_alphabetic() => {
-                let names: &[(&[u8], Kind)] = if body_seen { &END[1..] } else { &END };
-                name(buf, 2, names)
-            }
+            // Most end tags: decided by their first letter.
+            Some(b'b' | b'B') if !body_seen => name(buf, 2, &END),
+            Some(b'e' | b'E') => name(buf, 2, &END[1..]),
+            Some(b) if b.is_ascii_alphabetic() => Class::Tag(Kind::Ordinary, 2),
             Some(_) => Class::Text(1),
         },
-        b if b.is_ascii_alphabetic() => name(buf, 1, &START),
+        // Most start tags: decided by their first letter.
+        b'f' | b'F' | b'e' | b'E' | b's' | b'S' => name(buf, 1, &START),
+        b if b.is_ascii_alphabetic() => Class::Tag(Kind::Ordinary, 1),
         _ => Class::Text(1),
     }
 }
 
 /// `<!`: a comment, an ESI comment, or text (doctype, bogus comments).
+#[inline(never)]
 fn bang(buf: &[u8]) -> Class {
     const OPEN: &[u8] = b"<!--";
     const ESI: &[u8] = b"esi";
@@ -110,33 +114,36 @@ fn bang(buf: &[u8]) -> Class {
 
 /// A tag name from `buf[from]` against `names` (lower case): the kind when
 /// it is one of them, `Ordinary` as soon as it can't be.
+#[inline(never)]
 fn name(buf: &[u8], from: usize, names: &[(&[u8], Kind)]) -> Class {
-    // Bit i: names[i] still matches the bytes so far.
-    let mut alive: u32 = (1u32 << names.len()) - 1;
-    let mut i = from;
-    while i < buf.len() {
-        let b = buf[i];
-        let at = i - from;
-        if ends_name(b) {
-            for (k, (n, kind)) in names.iter().enumerate() {
-                if alive & (1 << k) != 0 && n.len() == at {
-                    return Class::Tag(*kind, i);
-                }
+    let tail = &buf[from..];
+    // The longest prefix of the name that matches one of `names`.
+    let mut longest = 0;
+    for &(n, kind) in names {
+        let have = tail.len().min(n.len());
+        let same = tail[..have]
+            .iter()
+            .zip(n)
+            .take_while(|(a, b)| a.to_ascii_lowercase() == **b)
+            .count();
+        if same == n.len() {
+            match tail.get(n.len()) {
+                None => return Class::NeedMore,
+                Some(&b) if ends_name(b) => return Class::Tag(kind, from + n.len()),
+                Some(_) => {}
             }
-            return Class::Tag(Kind::Ordinary, i);
+        } else if same == tail.len() {
+            return Class::NeedMore;
         }
-        let lower = b.to_ascii_lowercase();
-        for (k, (n, _)) in names.iter().enumerate() {
-            if n.get(at) != Some(&lower) {
-                alive &= !(1 << k);
-            }
-        }
-        if alive == 0 {
-            return Class::Tag(Kind::Ordinary, i);
-        }
-        i += 1;
+        longest = longest.max(same);
     }
-    Class::NeedMore
+    // Not one of them: the name goes on at least to the first byte where
+    // they all differ (or to where it ends, if earlier).
+    let end = tail
+        .iter()
+        .position(|&b| ends_name(b))
+        .map_or(longest, |e| e.min(longest));
+    Class::Tag(Kind::Ordinary, from + end)
 }
 
 /// How `buf` (which starts with `<`) compares with the end tag `pat`
