@@ -70,7 +70,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 use classify::{Class, EndMatch, Kind, MAX_LOOKAHEAD, classify, match_end};
-use find::{find1, find2};
+use find::{Quick, find1, find2, quick_gt};
 use tag::TagScan;
 
 /// Which syntax an include was written in.
@@ -409,23 +409,30 @@ fn emit(out: &mut Vec<Piece>, chunk: &Bytes, from: &mut usize, upto: usize) {
 }
 
 /// [`classify`] of `buf[q..]`, with the common case inline: a start or end
-/// tag whose first letter no tag of interest has.
+/// tag whose first two letters no tag of interest has (`fr`, `es`, `sc`,
+/// `st`; `bo`, `es` for end tags).
 #[inline(always)]
 fn classify_at(buf: &[u8], q: usize, in_esi: bool, body_seen: bool) -> Class {
-    let letter = |i: usize, not: &[u8]| {
-        buf.get(q + i)
-            .is_some_and(|&b| b.is_ascii_alphabetic() && !not.contains(&(b | 0x20)))
-    };
+    let slow = || classify(&buf[q..], in_esi, body_seen);
     if buf[q] != b'<' {
-        return classify(&buf[q..], in_esi, body_seen);
+        return slow();
     }
-    match buf.get(q + 1) {
-        Some(b'/') if letter(2, if body_seen { b"e" } else { b"be" }) => {
-            Class::Tag(Kind::Ordinary, 2)
-        }
-        Some(b'/') => classify(&buf[q..], in_esi, body_seen),
-        Some(_) if letter(1, b"efs") => Class::Tag(Kind::Ordinary, 1),
-        _ => classify(&buf[q..], in_esi, body_seen),
+    let (from, interesting): (usize, &[[u8; 2]]) = match buf.get(q + 1) {
+        Some(b'/') if body_seen => (2, &[*b"es"]),
+        Some(b'/') => (2, &[*b"bo", *b"es"]),
+        Some(_) => (1, &[*b"fr", *b"es", *b"sc", *b"st"]),
+        None => return slow(),
+    };
+    let (Some(&a), Some(&b)) = (buf.get(q + from), buf.get(q + from + 1)) else {
+        return slow();
+    };
+    if !a.is_ascii_alphabetic() {
+        return slow();
+    }
+    if interesting.contains(&[a | 0x20, b | 0x20]) {
+        slow()
+    } else {
+        Class::Tag(Kind::Ordinary, from)
     }
 }
 
@@ -522,6 +529,9 @@ impl Scanner {
     /// skipped here without leaving it.
     fn text(&mut self, cur: &mut Cur, out: &mut Vec<Piece>) {
         let len = cur.chunk.len();
+        if self.esi.is_none() {
+            self.skim(cur);
+        }
         loop {
             let buf = &cur.chunk[..];
             let rest = &buf[cur.pos..];
@@ -595,6 +605,50 @@ impl Scanner {
                             self.state = State::Tag(state);
                         }
                     }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The common case of [`Scanner::text`], outside `<!--esi`: text and
+    /// ordinary tags that end the quick way in this chunk, with nothing to
+    /// emit or hold. Stops at the first `<` it leaves to `text` (with
+    /// `cur.pos` there) or at the end of the chunk.
+    #[inline(always)]
+    fn skim(&self, cur: &mut Cur) {
+        let buf = &cur.chunk[..];
+        let mut pos = cur.pos;
+        let mut next: Option<usize> = None;
+        loop {
+            let q = match next.take() {
+                Some(q) => q,
+                None => match find1(b'<', &buf[pos..]) {
+                    Some(k) => pos + k,
+                    None => {
+                        cur.pos = buf.len();
+                        return;
+                    }
+                },
+            };
+            let n = match classify_at(buf, q, false, self.body_seen) {
+                Class::Tag(Kind::Ordinary, n) => n,
+                _ => {
+                    cur.pos = q;
+                    return;
+                }
+            };
+            match quick_gt(&buf[q + n..]) {
+                Quick::Gt {
+                    at,
+                    odd: false,
+                    next_lt,
+                } => {
+                    pos = q + n + at + 1;
+                    next = next_lt.map(|l| q + n + l);
+                }
+                _ => {
+                    cur.pos = q;
                     return;
                 }
             }

@@ -94,8 +94,13 @@ pub(crate) fn find3(a: u8, b: u8, c: u8, buf: &[u8]) -> Option<usize> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Quick {
     /// The first `>` is `buf[at]`; `odd`: an odd number of `"` before it
-    /// (and no `'`).
-    Gt { at: usize, odd: bool },
+    /// (and no `'`); `next_lt`: the first `<` after it, when it is in the
+    /// same 8-byte word (else unknown).
+    Gt {
+        at: usize,
+        odd: bool,
+        next_lt: Option<usize>,
+    },
     /// A `'` comes before any `>`.
     SingleQuote,
     /// No `>` and no `'`; `odd`: the number of `"` in `buf` is odd.
@@ -106,7 +111,8 @@ pub(crate) enum Quick {
 /// before it, 8 bytes at a time.
 #[inline]
 pub(crate) fn quick_gt(buf: &[u8]) -> Quick {
-    let mut dq = 0u32;
+    let mut dq = 0u64;
+    let odd = |dq: u64| dq.count_ones() % 2 == 1;
     let mut words = buf.chunks_exact(8);
     let mut at = 0;
     for w in &mut words {
@@ -124,31 +130,38 @@ pub(crate) fn quick_gt(buf: &[u8]) -> Quick {
         if s & before != 0 {
             return Quick::SingleQuote;
         }
-        // Each byte's flag is 0 or 1: their sum is the count (no popcnt on
-        // baseline x86-64).
-        dq += (((d & before) >> 7).wrapping_mul(LO) >> 56) as u32;
+        // Only the parity of the count matters, and popcount(a ^ b) has the
+        // parity of popcount(a) + popcount(b).
+        dq ^= d & before;
         if gt != 0 {
+            let after = !(before | (gt & gt.wrapping_neg()));
+            let lt = eq_mask(w, b'<') & after;
             return Quick::Gt {
                 at: at + (gt.trailing_zeros() / 8) as usize,
-                odd: dq % 2 == 1,
+                odd: odd(dq),
+                next_lt: (lt != 0).then(|| at + (lt.trailing_zeros() / 8) as usize),
             };
         }
         at += 8;
     }
+    let mut tail_odd = false;
     for (k, &b) in words.remainder().iter().enumerate() {
         match b {
             b'>' => {
                 return Quick::Gt {
                     at: at + k,
-                    odd: dq % 2 == 1,
+                    odd: odd(dq) != tail_odd,
+                    next_lt: None,
                 };
             }
             b'\'' => return Quick::SingleQuote,
-            b'"' => dq += 1,
+            b'"' => tail_odd = !tail_odd,
             _ => {}
         }
     }
-    Quick::None { odd: dq % 2 == 1 }
+    Quick::None {
+        odd: odd(dq) != tail_odd,
+    }
 }
 
 #[cfg(test)]
@@ -176,15 +189,34 @@ mod tests {
             for at in 0..len {
                 let mut t = vec![b'a'; len];
                 t[at] = b'>';
+                let gt = |t: &[u8]| match quick_gt(t) {
+                    Quick::Gt { at, odd, next_lt } => Some((at, odd, next_lt)),
+                    _ => None,
+                };
                 for dq in 0..at {
                     t[dq] = b'"';
-                    assert_eq!(quick_gt(&t), Quick::Gt { at, odd: true }, "{len} {at} {dq}");
+                    assert_eq!(
+                        gt(&t).map(|g| (g.0, g.1)),
+                        Some((at, true)),
+                        "{len} {at} {dq}"
+                    );
                     t[dq] = b'a';
                 }
-                assert_eq!(quick_gt(&t), Quick::Gt { at, odd: false });
+                assert_eq!(gt(&t).map(|g| (g.0, g.1)), Some((at, false)));
+                assert_eq!(gt(&t).and_then(|g| g.2), None);
                 if at + 1 < len {
                     t[at + 1] = b'\'';
-                    assert_eq!(quick_gt(&t), Quick::Gt { at, odd: false });
+                    assert_eq!(gt(&t).map(|g| (g.0, g.1)), Some((at, false)));
+                    for lt in at + 1..len {
+                        t[lt] = b'<';
+                        let next = gt(&t).and_then(|g| g.2);
+                        // Exact when known, and known within the `>`'s word.
+                        assert!(next.is_none() || next == Some(lt), "{len} {at} {lt}");
+                        if lt / 8 == at / 8 && len - len % 8 > lt {
+                            assert_eq!(next, Some(lt), "{len} {at} {lt}");
+                        }
+                        t[lt] = b'a';
+                    }
                 }
                 t[at] = b'\'';
                 assert_eq!(quick_gt(&t), Quick::SingleQuote);

@@ -241,7 +241,7 @@ impl TagScan {
     pub(crate) fn run(&mut self, buf: &[u8]) -> Option<usize> {
         if self.quick {
             match quick_gt(buf) {
-                Quick::Gt { at, odd } if odd == self.odd => {
+                Quick::Gt { at, odd, .. } if odd == self.odd => {
                     self.self_closing = if at > 0 {
                         buf[at - 1] == b'/'
                     } else {
