@@ -637,6 +637,19 @@ fn unterminated_constructs_stream_instead_of_buffering() {
     s.feed(Bytes::from(vec![b'x'; 100_000]), &mut out);
     assert_eq!(render(&out), "a");
     out.clear();
+    // An include tag that never ends: held up to the limit, then streamed.
+    let mut s = Scanner::new(small(64, 64));
+    s.feed(Bytes::from_static(b"<fragment data=\""), &mut out);
+    assert!(out.is_empty());
+    for _ in 0..100 {
+        s.feed(Bytes::from(vec![b'x'; 1000]), &mut out);
+    }
+    assert_eq!(
+        out[0],
+        Piece::Warning(ScanWarning::TagTooLong { offset: 0 })
+    );
+    assert_eq!(render(&out[1..]).len(), 16 + 100_000);
+    out.clear();
     let mut s = Scanner::new(small(64, 64));
     s.feed(Bytes::from_static(b"<fragment>"), &mut out);
     s.feed(Bytes::from(vec![b'x'; 100_000]), &mut out);
