@@ -2,7 +2,7 @@
 //!
 //! The template is scanned as it arrives, up to `template_read_ahead` bytes
 //! ahead of the client, and every include found starts its fragment's task
-//! at once ([`crate::fragment`]). The page is a [`Source`]: each poll hands
+//! at once (`crate::fragment`). The page is a [`Source`]: each poll hands
 //! on the template text up to the next slot and whatever the fragment at the
 //! head of the line has received, so that fragment streams chunk by chunk
 //! while the ones after it fill their spools (bounded in bytes).

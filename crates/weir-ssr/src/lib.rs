@@ -2,7 +2,7 @@
 //!
 //! A *template* is an HTML page with include tags: Tailor-style
 //! `<fragment src="…">` and an ESI subset (`<esi:include>`, `<esi:remove>`,
-//! `<!--esi … -->`). [`compose`] scans the template as it streams
+//! `<!--esi … -->`). [`compose()`] scans the template as it streams
 //! ([`scan`]), starts fetching every fragment at once through a
 //! [`Fetcher`] (the proxy implements it), and returns the page as a
 //! [`PageBody`]: a `weir_stream` [`Source`](weir_stream::Source) that
