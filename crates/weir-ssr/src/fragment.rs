@@ -50,7 +50,6 @@ pub(crate) struct Job {
 
 /// A source that delivered its first byte.
 struct Started {
-    src: String,
     first: Option<Batch>,
     body: BoxSource,
     _permit: Option<OwnedSemaphorePermit>,
@@ -256,7 +255,6 @@ async fn attempt(
         });
     }
     Ok(Some(Started {
-        src: src.to_owned(),
         first,
         body,
         _permit: permit,
@@ -276,7 +274,6 @@ enum StreamEnd {
 /// page budget still bounds it.
 async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<(), StreamEnd> {
     let Started {
-        src: _src,
         first,
         mut body,
         _permit,

@@ -279,27 +279,14 @@ async fn fetch(
     url: &str,
     headers: &[(&str, &str)],
 ) -> (u16, Option<String>, Option<String>, Bytes) {
-    let mut req = Request::get(url);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = client(false)
-        .request(
-            req.body(http_body_util::Full::new(Bytes::new()))
-                .expect("req"),
-        )
-        .await
-        .expect("response");
+    let (status, fields, body) = send(url, "GET", headers).await;
     let h = |n: &str| {
-        resp.headers()
+        fields
             .get(n)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
-    let (x, age) = (h("x-cache"), h("age"));
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.expect("body").to_bytes();
-    (status, x, age, body)
+    (status, h("x-cache"), h("age"), body)
 }
 
 fn requests(up: &Upstream) -> usize {
