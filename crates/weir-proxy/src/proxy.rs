@@ -741,7 +741,7 @@ impl Proxy {
     ) -> Response<ResponseBody> {
         let head_only = *method == Method::HEAD;
         if *method != Method::GET && !head_only {
-            return self.local_response(
+            let mut resp = self.local_response(
                 Local {
                     status: StatusCode::METHOD_NOT_ALLOWED,
                     body: "405 Method Not Allowed: this page answers GET and HEAD\n",
@@ -750,6 +750,10 @@ impl Proxy {
                 record,
                 false,
             );
+            // RFC 9110 §15.5.6: a 405 lists the methods the target supports.
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+            return resp;
         }
         let Some(file) = &ssr.spec.template_file else {
             return self.local_response(bad_request("400 Bad Request\n"), record, head_only);

@@ -78,6 +78,45 @@ fn describe(config: &Config) -> String {
             },
             transform_list(&r.transforms),
         );
+        if r.cache {
+            out += "          cache=on\n";
+        }
+        if let Some(ssr) = &r.ssr {
+            let c = &ssr.compose;
+            let source = match &ssr.template_file {
+                Some(f) => format!("template_file={}", f.path.display()),
+                None => format!("templates=upstream detect={:?}", ssr.detect).to_lowercase(),
+            };
+            out += &format!(
+                "          ssr {source} fragment_timeout={} fragment_total_timeout={} page_timeout={} \
+                 max_parallel={} fragment_buffer_bytes={} max_includes={} max_depth={} \
+                 cache_fragments={} forward_cookies={}\n",
+                format_duration(c.fragment_timeout),
+                format_duration(c.fragment_total_timeout),
+                format_duration(c.page_timeout),
+                c.max_parallel,
+                c.fragment_buffer_bytes,
+                c.max_includes,
+                c.max_depth,
+                ssr.cache_fragments,
+                ssr.forward_cookies,
+            );
+        }
+    }
+    if config
+        .routes
+        .iter()
+        .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
+    {
+        let k = &config.cache;
+        out += &format!(
+            "cache     max_bytes={} max_object_bytes={} fill_hwm={} collapse_wait={} fill_on_client_abort={}\n",
+            k.max_bytes,
+            k.max_object_bytes,
+            k.fill_hwm,
+            format_duration(k.collapse_wait),
+            k.fill_on_client_abort,
+        );
     }
     let (s, c) = (&config.server, &config.client);
     let trusted: Vec<String> = s.trusted_proxies.iter().map(ToString::to_string).collect();

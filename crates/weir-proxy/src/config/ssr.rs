@@ -136,11 +136,14 @@ pub(super) fn route_ssr(
                         format!("{:?} is not a header field name", name.get_ref()),
                     )
                 })?;
-                if parsed == http::header::COOKIE {
+                if let Some(why) = refused_forward(&parsed) {
                     return Err(errors.at(
                         name.span(),
                         format!("route[{i}].ssr.forward_headers[{k}]"),
-                        "forward Cookie with `forward_cookies = true`",
+                        format!(
+                            "{:?} cannot be forwarded to fragments: {why}",
+                            name.get_ref()
+                        ),
                     ));
                 }
                 out.push(parsed);
@@ -178,6 +181,45 @@ pub(super) fn route_ssr(
         forward_cookies: s.forward_cookies,
         cache_fragments: s.cache_fragments,
     }))
+}
+
+/// Why a client field may not be listed in `forward_headers`, if it may not.
+fn refused_forward(name: &HeaderName) -> Option<&'static str> {
+    let n = name.as_str();
+    if n == "cookie" {
+        return Some("use `forward_cookies = true`");
+    }
+    const SET_BY_WEIR: [&str; 10] = [
+        "host",
+        "accept-encoding",
+        "via",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-proto",
+        "x-forwarded-host",
+        "x-request-id",
+        "traceparent",
+        "tracestate",
+    ];
+    if SET_BY_WEIR.contains(&n) {
+        return Some("Weir sets it on every fragment request");
+    }
+    // Framing and hop-by-hop fields describe the client's own message or
+    // connection (RFC 9110 §7.6.1, RFC 9112 §6): a fragment GET has no body.
+    const FRAMING: [&str; 8] = [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    ];
+    if FRAMING.contains(&n) || n.starts_with("proxy-") {
+        return Some("it describes the client's own message or connection");
+    }
+    None
 }
 
 fn read_template(
@@ -245,7 +287,7 @@ mod tests {
     #[test]
     fn bad_values_name_file_line_and_key() {
         let e = parse("[route.ssr]\nmax_parallel = 0\n").expect_err("range");
-        assert!(e.starts_with("t.toml:7:"), "{e}");
+        assert!(e.starts_with("t.toml:8:"), "{e}");
         assert!(e.contains("route[0].ssr.max_parallel"), "{e}");
         let e = parse("[route.ssr]\ntemplate_file = \"no/such.html\"\n").expect_err("file");
         assert!(
@@ -256,6 +298,25 @@ mod tests {
         assert!(e.contains("forward_headers[0]"), "{e}");
         let e = parse("[route.ssr]\nforward_headers = [\"Cookie\"]\n").expect_err("cookie");
         assert!(e.contains("forward_cookies"), "{e}");
+        for framing in [
+            "Content-Length",
+            "host",
+            "Connection",
+            "te",
+            "Proxy-Authorization",
+            "via",
+        ] {
+            let e = parse(&format!(
+                "[route.ssr]\nforward_headers = [\"x-ok\", \"{framing}\"]\n"
+            ))
+            .expect_err(framing);
+            assert!(
+                e.contains("forward_headers[1]") && e.contains("cannot be forwarded"),
+                "{e}"
+            );
+        }
+        parse("[route.ssr]\nforward_headers = [\"authorization\", \"x-tenant\"]\n")
+            .expect("allowed");
         let e = parse("[route.ssr]\ndetect = \"sometimes\"\n").expect_err("detect");
         assert!(e.contains("detect"), "{e}");
         let e = parse("[route.ssr]\nfragment_timout = \"1s\"\n").expect_err("typo");
