@@ -72,10 +72,10 @@ fn page(target: usize) -> Vec<u8> {
              <p>Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip \
              ex ea commodo consequat. Duis aute irure dolor in reprehenderit.</p></div>\n"
         ));
-        if i % 7 == 0 {
+        if i.is_multiple_of(7) {
             p.push_str(&format!("<!-- row {i}: recommendations below -->\n"));
         }
-        if i % 25 == 0 {
+        if i.is_multiple_of(25) {
             p.push_str(&format!(
                 "<script type=\"application/ld+json\">{{\"@type\":\"Product\",\"sku\":\"SKU-{i}\",\
                  \"offers\":{{\"price\":\"19.99\"}}}}</script>\n"

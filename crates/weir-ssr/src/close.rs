@@ -1,36 +1,71 @@
 //! Which elements a fragment left open, so that a fragment cut short can
 //! be closed (`close_open_elements`).
 //!
-//! A rough tag tracker, not a parser: it sees start and end tags, skips
-//! comments, void elements (HTML §13.1.2), self-closing tags and the text
-//! of `script` and `style`, and keeps a bounded stack of open names. An end
-//! tag closes the nearest open element of its name and everything opened
-//! after it, as a browser would for most markup.
+//! A small tag tracker, not a parser: a byte-at-a-time state machine that
+//! sees start and end tags, attribute quotes, comments, `<!…>`
+//! declarations and the raw text of `script` and `style`, and keeps a
+//! bounded stack of open element names. Void elements (HTML §13.1.2) and
+//! self-closing tags open nothing; an end tag closes the nearest open
+//! element of its name and everything opened after it; a `li`, `p`, `dt`,
+//! `dd`, `option`, `tr`, `td` or `th` start tag first closes an open
+//! element of its kind at the top, as a browser would for the usual
+//! markup.
+//!
+//! When the fragment is cut, [`OpenElements::closing`] finishes the
+//! construct it was cut inside (a quoted attribute value, a tag, a comment,
+//! script text), so the page that follows is not swallowed by it (always
+//! done), then closes the open elements, innermost first (only with
+//! `close_open_elements`).
 
 /// Most open elements tracked; deeper ones are not closed.
 const MAX_DEPTH: usize = 256;
-/// Most bytes of an unfinished tag carried to the next chunk.
-const MAX_CARRY: usize = 1024;
+/// Longest tag name kept, in bytes (longer names are cut: still matched).
+const MAX_NAME: usize = 32;
 
 const VOID: [&[u8]; 14] = [
     b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta", b"param",
     b"source", b"track", b"wbr",
 ];
 
+/// Start tags that close an open element of the same kind at the top.
+const SIBLINGS: [&[u8]; 8] = [b"li", b"p", b"dt", b"dd", b"option", b"tr", b"td", b"th"];
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Mode {
-    Markup,
-    /// Inside `<!-- … -->`.
-    Comment,
-    /// Inside `script` or `style` text, until its end tag.
-    RawText(Vec<u8>),
+    Text,
+    /// After `<`: the tag's name so far (`end`: after `</`).
+    TagOpen {
+        name: Vec<u8>,
+        end: bool,
+    },
+    /// After the name, up to `>`.
+    InTag {
+        name: Vec<u8>,
+        end: bool,
+        quote: Option<u8>,
+        slash: bool,
+    },
+    /// After `<!`, counting the dashes of a `<!--`.
+    Bang {
+        dashes: u8,
+    },
+    /// A `<!…>` declaration or bogus comment, up to `>`.
+    Declaration,
+    /// Inside `<!-- … -->`: dashes just seen.
+    Comment {
+        dashes: u8,
+    },
+    /// Inside `script`/`style` text: bytes of `</name` matched so far.
+    RawText {
+        name: Vec<u8>,
+        matched: usize,
+    },
 }
 
 /// Tracks the elements opened and not yet closed.
 #[derive(Debug)]
 pub(crate) struct OpenElements {
     stack: Vec<Vec<u8>>,
-    carry: Vec<u8>,
     mode: Mode,
 }
 
@@ -38,118 +73,217 @@ impl OpenElements {
     pub(crate) fn new() -> OpenElements {
         OpenElements {
             stack: Vec::new(),
-            carry: Vec::new(),
-            mode: Mode::Markup,
+            mode: Mode::Text,
         }
     }
 
     /// Looks at the next bytes of the fragment.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        let joined;
-        let data: &[u8] = if self.carry.is_empty() {
-            chunk
-        } else {
-            let mut v = std::mem::take(&mut self.carry);
-            v.extend_from_slice(chunk);
-            joined = v;
-            &joined
-        };
         let mut i = 0;
-        while i < data.len() {
-            match &self.mode {
-                Mode::Comment => match memchr::memmem::find(&data[i..], b"-->") {
+        while i < chunk.len() {
+            if self.mode == Mode::Text {
+                // Text is most of a fragment: skip to the next tag at once.
+                match memchr::memchr(b'<', &chunk[i..]) {
                     Some(n) => {
-                        i += n + 3;
-                        self.mode = Mode::Markup;
+                        i += n + 1;
+                        self.mode = Mode::TagOpen {
+                            name: Vec::new(),
+                            end: false,
+                        };
                     }
-                    None => {
-                        self.keep(&data[data.len().saturating_sub(2).max(i)..]);
-                        return;
-                    }
-                },
-                Mode::RawText(name) => {
-                    let mut end = Vec::with_capacity(name.len() + 2);
-                    end.extend_from_slice(b"</");
-                    end.extend_from_slice(name);
-                    match find_ci(&data[i..], &end) {
-                        Some(n) => {
-                            i += n;
-                            self.mode = Mode::Markup;
-                        }
-                        None => {
-                            self.keep(&data[data.len().saturating_sub(end.len()).max(i)..]);
-                            return;
-                        }
-                    }
+                    None => return,
                 }
-                Mode::Markup => {
-                    let Some(n) = memchr::memchr(b'<', &data[i..]) else {
-                        return;
-                    };
-                    i += n;
-                    let rest = &data[i..];
-                    if rest.starts_with(b"<!--") {
-                        self.mode = Mode::Comment;
-                        i += 4;
-                        continue;
+                continue;
+            }
+            self.step(chunk[i]);
+            i += 1;
+        }
+    }
+
+    fn step(&mut self, b: u8) {
+        let mode = std::mem::replace(&mut self.mode, Mode::Text);
+        self.mode = match mode {
+            Mode::Text => {
+                if b == b'<' {
+                    Mode::TagOpen {
+                        name: Vec::new(),
+                        end: false,
                     }
-                    let Some(close) = memchr::memchr(b'>', rest) else {
-                        self.keep(rest);
-                        return;
-                    };
-                    self.tag(&rest[1..close]);
-                    i += close + 1;
+                } else {
+                    Mode::Text
                 }
             }
-        }
-    }
-
-    fn keep(&mut self, tail: &[u8]) {
-        if tail.len() <= MAX_CARRY {
-            self.carry = tail.to_vec();
-        }
-    }
-
-    /// One tag, between `<` and `>`.
-    fn tag(&mut self, inner: &[u8]) {
-        let (end, body) = match inner.strip_prefix(b"/") {
-            Some(b) => (true, b),
-            None => (false, inner),
+            Mode::TagOpen { mut name, end } => {
+                if name.is_empty() && !end && b == b'/' {
+                    Mode::TagOpen { name, end: true }
+                } else if name.is_empty() && !end && b == b'!' {
+                    Mode::Bang { dashes: 0 }
+                } else if b.is_ascii_alphabetic()
+                    || (!name.is_empty() && (b.is_ascii_digit() || b == b'-' || b == b':'))
+                {
+                    if name.len() < MAX_NAME {
+                        name.push(b.to_ascii_lowercase());
+                    }
+                    Mode::TagOpen { name, end }
+                } else if name.is_empty() {
+                    // `a < b`, `</ >`: not a tag.
+                    if b == b'<' {
+                        Mode::TagOpen {
+                            name: Vec::new(),
+                            end: false,
+                        }
+                    } else {
+                        Mode::Text
+                    }
+                } else if b == b'>' {
+                    self.finish(name, end, false)
+                } else {
+                    Mode::InTag {
+                        name,
+                        end,
+                        quote: None,
+                        slash: b == b'/',
+                    }
+                }
+            }
+            Mode::InTag {
+                name,
+                end,
+                quote,
+                slash,
+            } => match quote {
+                Some(q) => Mode::InTag {
+                    name,
+                    end,
+                    quote: (b != q).then_some(q),
+                    slash: false,
+                },
+                None if b == b'>' => self.finish(name, end, slash),
+                None if b == b'"' || b == b'\'' => Mode::InTag {
+                    name,
+                    end,
+                    quote: Some(b),
+                    slash: false,
+                },
+                None => Mode::InTag {
+                    name,
+                    end,
+                    quote: None,
+                    slash: b == b'/' || (slash && b.is_ascii_whitespace()),
+                },
+            },
+            Mode::Bang { dashes } => match b {
+                b'-' if dashes == 1 => Mode::Comment { dashes: 0 },
+                b'-' => Mode::Bang { dashes: 1 },
+                b'>' => Mode::Text,
+                _ => Mode::Declaration,
+            },
+            Mode::Declaration => {
+                if b == b'>' {
+                    Mode::Text
+                } else {
+                    Mode::Declaration
+                }
+            }
+            Mode::Comment { dashes } => match b {
+                b'-' => Mode::Comment {
+                    dashes: (dashes + 1).min(2),
+                },
+                b'>' if dashes >= 2 => Mode::Text,
+                _ => Mode::Comment { dashes: 0 },
+            },
+            Mode::RawText { name, matched } => {
+                let want = |k: usize| match k {
+                    0 => b'<',
+                    1 => b'/',
+                    k => name[k - 2],
+                };
+                let next = if b.to_ascii_lowercase() == want(matched) {
+                    matched + 1
+                } else if b == b'<' {
+                    1
+                } else {
+                    0
+                };
+                if next == name.len() + 2 {
+                    // `</script` seen: the rest of the end tag, up to `>`.
+                    Mode::InTag {
+                        name,
+                        end: true,
+                        quote: None,
+                        slash: false,
+                    }
+                } else {
+                    Mode::RawText {
+                        name,
+                        matched: next,
+                    }
+                }
+            }
         };
-        let len = body
-            .iter()
-            .position(|b| b.is_ascii_whitespace() || *b == b'/')
-            .unwrap_or(body.len());
-        let name = body[..len].to_ascii_lowercase();
-        if name.is_empty() || !name[0].is_ascii_alphabetic() {
-            return;
-        }
+    }
+
+    /// A complete tag: updates the stack; the mode after it.
+    fn finish(&mut self, name: Vec<u8>, end: bool, self_closing: bool) -> Mode {
         if end {
             if let Some(at) = self.stack.iter().rposition(|n| *n == name) {
                 self.stack.truncate(at);
             }
-            return;
+            return Mode::Text;
         }
-        if inner.ends_with(b"/") || VOID.contains(&name.as_slice()) {
-            return;
+        if self_closing || VOID.contains(&name.as_slice()) {
+            return Mode::Text;
         }
         if name == b"script" || name == b"style" {
-            self.mode = Mode::RawText(name);
-            return;
+            return Mode::RawText { name, matched: 0 };
+        }
+        if SIBLINGS.contains(&name.as_slice()) && self.stack.last().is_some_and(|top| *top == name)
+        {
+            self.stack.pop();
         }
         if self.stack.len() < MAX_DEPTH {
             self.stack.push(name);
         }
+        Mode::Text
     }
 
-    /// The end tags that close what is open, innermost first.
-    pub(crate) fn closing_tags(&self) -> Vec<u8> {
+    /// The bytes that end what the fragment was cut inside of (a quoted
+    /// value, a tag, a comment, script text); with `elements`, then the end
+    /// tags of the open elements, innermost first.
+    pub(crate) fn closing(mut self, elements: bool) -> Vec<u8> {
         let mut out = Vec::new();
-        if let Mode::RawText(name) = &self.mode {
-            push_end(&mut out, name);
+        match std::mem::replace(&mut self.mode, Mode::Text) {
+            Mode::Text => {}
+            Mode::TagOpen { name, end } => {
+                if !name.is_empty() {
+                    out.push(b'>');
+                    let _ = self.finish(name, end, false);
+                }
+            }
+            Mode::InTag {
+                name,
+                end,
+                quote,
+                slash,
+            } => {
+                if let Some(q) = quote {
+                    out.push(q);
+                }
+                out.push(b'>');
+                let _ = self.finish(name, end, slash && quote.is_none());
+            }
+            Mode::Bang { .. } | Mode::Declaration => out.push(b'>'),
+            Mode::Comment { .. } => out.extend_from_slice(b"-->"),
+            Mode::RawText { name, .. } => {
+                // A half-written `</scr` is harmless: it is not followed by
+                // `>` or a space, so the end tag below is the one that counts.
+                push_end(&mut out, &name);
+            }
         }
-        for name in self.stack.iter().rev() {
-            push_end(&mut out, name);
+        if elements {
+            for name in self.stack.iter().rev() {
+                push_end(&mut out, name);
+            }
         }
         out
     }
@@ -161,53 +295,86 @@ fn push_end(out: &mut Vec<u8>, name: &[u8]) {
     out.push(b'>');
 }
 
-/// Position of `needle` (ASCII, lower case) in `hay`, ignoring case.
-fn find_ci(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || hay.len() < needle.len() {
-        return None;
-    }
-    (0..=hay.len() - needle.len()).find(|&i| hay[i..i + needle.len()].eq_ignore_ascii_case(needle))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn open_after(parts: &[&str]) -> String {
+    fn close_after(parts: &[&str]) -> String {
         let mut t = OpenElements::new();
         for p in parts {
             t.feed(p.as_bytes());
         }
-        String::from_utf8(t.closing_tags()).expect("ascii")
+        String::from_utf8(t.closing(true)).expect("ascii")
+    }
+
+    /// Whatever the split, the same closing bytes.
+    fn every_split(text: &str) -> String {
+        let whole = close_after(&[text]);
+        for at in 0..=text.len() {
+            if text.is_char_boundary(at) {
+                assert_eq!(
+                    close_after(&[&text[..at], &text[at..]]),
+                    whole,
+                    "{text:?} split at {at}"
+                );
+            }
+        }
+        whole
     }
 
     #[test]
     fn closes_what_is_open_innermost_first() {
         assert_eq!(
-            open_after(&["<div class=a><ul><li>one</li><li>tw"]),
+            every_split("<div class=a><ul><li>one</li><li>tw"),
             "</li></ul></div>"
         );
-        assert_eq!(open_after(&["<div><p>x</div>"]), "");
+        assert_eq!(every_split("<div><p>x</div>"), "");
         assert_eq!(
-            open_after(&["<section><img src=x><br/><input>"]),
+            every_split("<section><img src=x><br/><input>"),
             "</section>"
         );
+        assert_eq!(every_split("<ul><li>one<li><b>two"), "</b></li></ul>");
+        assert_eq!(every_split("a < b && c<d"), "></d>");
     }
 
     #[test]
-    fn skips_comments_and_script_text_across_chunks() {
+    fn a_cut_inside_a_tag_attribute_comment_or_script_is_finished_first() {
         assert_eq!(
-            open_after(&["<div><!-- <p> ", "--><span>"]),
-            "</span></div>"
+            every_split("<section><div class=\"fragmen"),
+            "\"></div></section>"
         );
+        assert_eq!(every_split("<ul><li title='a v"), "'></li></ul>");
+        assert_eq!(every_split("<div><span"), "></span></div>");
+        assert_eq!(every_split("<div></spa"), "></div>");
+        assert_eq!(every_split("<div><!-- a com"), "--></div>");
+        assert_eq!(every_split("<div><!-- a -- b -"), "--></div>");
+        assert_eq!(every_split("<div><!DOCTYP"), "></div>");
         assert_eq!(
-            open_after(&["<div><script>if (a<b) '<p>'", "</scr", "ipt><em>"]),
-            "</em></div>"
-        );
-        assert_eq!(
-            open_after(&["<div><scr", "ipt>var x = '<b>'"]),
+            every_split("<div><script>if (a<b) '<p>' </scr"),
             "</script></div>"
         );
-        assert_eq!(open_after(&["<art", "icle data-x=\"1\">"]), "</article>");
+        assert_eq!(every_split("<div><img src=\"a>b\" alt='x"), "'></div>");
+    }
+
+    #[test]
+    fn without_elements_only_the_cut_construct_is_finished() {
+        let mut t = OpenElements::new();
+        t.feed(b"<div><p title=\"x");
+        assert_eq!(t.closing(false), b"\">");
+        let mut t = OpenElements::new();
+        t.feed(b"<div><p>text");
+        assert_eq!(t.closing(false), b"");
+    }
+
+    #[test]
+    fn skips_comments_and_script_text() {
+        assert_eq!(every_split("<div><!-- <p> --><span>"), "</span></div>");
+        assert_eq!(
+            every_split("<div><script>if (a<b) '<p>'</script><em>"),
+            "</em></div>"
+        );
+        assert_eq!(every_split("<div><style>a>b{}</STYLE ><em>"), "</em></div>");
+        assert_eq!(every_split("<article data-x=\"1\">"), "</article>");
+        assert_eq!(every_split("<p a=\"x>y\">"), "</p>");
     }
 }

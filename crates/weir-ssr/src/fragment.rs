@@ -58,6 +58,12 @@ struct Started {
 /// Runs the fragment to its end and reports it.
 pub(crate) async fn run(job: Job) {
     let start = Instant::now();
+    let mut reporter = Reporter {
+        level: job.level.clone(),
+        src: job.include.src.clone().unwrap_or_default(),
+        start,
+        done: false,
+    };
     let settings = &job.level.shared.settings;
     let page_deadline = job.level.shared.deadline;
     let total = job
@@ -82,6 +88,10 @@ pub(crate) async fn run(job: Job) {
     }
 
     let mut failure = if candidates.is_empty() {
+        tracing::warn!(
+            target: "weir::ssr", template = %job.level.base, depth = job.level.depth,
+            "include without src (or fallback-src/alt): its inline fallback"
+        );
         Some(Failure::NoSource)
     } else {
         None
@@ -108,12 +118,12 @@ pub(crate) async fn run(job: Job) {
                         (FragmentOutcome::Cut, Some(f))
                     }
                 };
-                report(&job, src, outcome, why.as_ref(), start);
+                reporter.report(src, outcome, why.as_ref());
                 return;
             }
             // The primary's head went to the page; its body is not wanted.
             Ok(None) => {
-                report(&job, src, FragmentOutcome::Ok, None, start);
+                reporter.report(src, FragmentOutcome::Ok, None);
                 return;
             }
             Err(f) => {
@@ -124,7 +134,7 @@ pub(crate) async fn run(job: Job) {
                     other => other,
                 };
                 if !job.writer.is_wanted() {
-                    report(&job, src, FragmentOutcome::Cancelled, Some(&f), start);
+                    reporter.report(src, FragmentOutcome::Cancelled, Some(&f));
                     return;
                 }
                 let next = candidates
@@ -149,7 +159,7 @@ pub(crate) async fn run(job: Job) {
     });
     let src = candidates.first().map_or("", |s| s.as_str());
     if job.primary {
-        report(&job, src, FragmentOutcome::Empty, Some(&why), start);
+        reporter.report(src, FragmentOutcome::Empty, Some(&why));
         return;
     }
     let outcome = if job.include.fallback.is_empty() {
@@ -164,32 +174,48 @@ pub(crate) async fn run(job: Job) {
     } else {
         FragmentOutcome::Cancelled
     };
-    report(&job, src, outcome, Some(&why), start);
+    reporter.report(src, outcome, Some(&why));
 }
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn report(
-    job: &Job,
-    src: &str,
-    outcome: FragmentOutcome,
-    failure: Option<&Failure>,
+/// Reports the fragment's end once: with [`Reporter::report`], or as
+/// [`FragmentOutcome::Cancelled`] when the task is dropped first (the page
+/// went away and aborted it).
+struct Reporter {
+    level: Level,
+    src: String,
     start: Instant,
-) {
-    let elapsed = start.elapsed();
-    tracing::debug!(
-        target: "weir::ssr", src = %src, outcome = outcome.as_str(),
-        elapsed_ms = millis(elapsed), depth = job.level.depth, "fragment done"
-    );
-    job.level.shared.observer.fragment(&FragmentEvent {
-        src,
-        outcome,
-        failure,
-        elapsed,
-        depth: job.level.depth,
-    });
+    done: bool,
+}
+
+impl Reporter {
+    fn report(&mut self, src: &str, outcome: FragmentOutcome, failure: Option<&Failure>) {
+        self.done = true;
+        let elapsed = self.start.elapsed();
+        tracing::debug!(
+            target: "weir::ssr", src = %src, outcome = outcome.as_str(),
+            elapsed_ms = millis(elapsed), depth = self.level.depth, "fragment done"
+        );
+        self.level.shared.observer.fragment(&FragmentEvent {
+            src,
+            outcome,
+            failure,
+            elapsed,
+            depth: self.level.depth,
+        });
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if !self.done {
+            let src = std::mem::take(&mut self.src);
+            self.report(&src, FragmentOutcome::Cancelled, None);
+        }
+    }
 }
 
 /// Tries one source up to its first byte. `Ok(None)`: the primary's head
@@ -279,12 +305,8 @@ async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<
         _permit,
     } = started;
     let page_deadline = job.level.shared.deadline;
-    let mut tracker = job
-        .level
-        .shared
-        .settings
-        .close_open_elements
-        .then(OpenElements::new);
+    let close_elements = job.level.shared.settings.close_open_elements;
+    let mut tracker = OpenElements::new();
     let mut deadline = total_deadline;
     let began = Instant::now();
     let Some(first) = first else {
@@ -304,11 +326,11 @@ async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<
             },
         };
         drop(body);
-        if let Some(t) = tracker {
-            let tags = t.closing_tags();
-            if !tags.is_empty() {
-                let _ = job.writer.write(Batch::one(Bytes::from(tags))).await;
-            }
+        // Finish the tag, quoted value or comment it was cut inside of, so
+        // the page after it is not swallowed; close its elements if asked.
+        let tail = tracker.closing(close_elements);
+        if !tail.is_empty() {
+            let _ = job.writer.write(Batch::one(Bytes::from(tail))).await;
         }
         return Err(StreamEnd::Cut(cut));
     }
@@ -316,15 +338,13 @@ async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<
 
 async fn write(
     job: &Job,
-    tracker: &mut Option<OpenElements>,
+    tracker: &mut OpenElements,
     batch: Batch,
     deadline: &mut Instant,
     page_deadline: Instant,
 ) -> Result<(), StreamEnd> {
-    if let Some(t) = tracker {
-        for c in batch.chunks() {
-            t.feed(c);
-        }
+    for c in batch.chunks() {
+        tracker.feed(c);
     }
     let waited = Instant::now();
     job.writer.write(batch).await.map_err(|_| StreamEnd::Gone)?;

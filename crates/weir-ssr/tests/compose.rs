@@ -355,7 +355,7 @@ async fn dropping_the_page_cancels_every_fragment_in_flight() {
         ("/b", Script::ok("").chunks(&[(0, "b1"), (10_000, "b2")])),
         ("/c", Script::ok("C").delayed(10_000)),
     ]);
-    let (ctx, _) = context(&fetcher, settings());
+    let (ctx, counts) = context(&fetcher, settings());
     let text = "<fragment src=\"/a\"></fragment><fragment src=\"/b\"></fragment><fragment src=\"/c\"></fragment>";
     let Page::Composed { mut body, .. } = compose(template(text, 64), ctx).await else {
         panic!("composed");
@@ -376,6 +376,12 @@ async fn dropping_the_page_cancels_every_fragment_in_flight() {
         fetcher.live_bodies.load(Ordering::SeqCst),
         0,
         "bodies dropped"
+    );
+    assert_eq!(counts.get(FragmentOutcome::Ok), 1);
+    assert_eq!(
+        counts.get(FragmentOutcome::Cancelled),
+        2,
+        "aborted tasks are counted"
     );
 }
 

@@ -484,7 +484,7 @@ impl Life {
         // costs more than a pass-through poll itself. One unit every
         // `COOP_EVERY` polls still makes an always-ready chain yield.
         self.polls = self.polls.wrapping_add(1);
-        if self.polls % COOP_EVERY != 0 {
+        if !self.polls.is_multiple_of(COOP_EVERY) {
             return Poll::Ready(None);
         }
         coop::poll_proceed(cx).map(Some)

@@ -45,7 +45,7 @@ async fn abort_storm_leaves_no_upstream_connection_behind() {
             let mut seed = worker as u64 + 1;
             for _ in (worker..REQUESTS).step_by(CONCURRENCY) {
                 seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-                let abort = (seed >> 33) % 3 == 0;
+                let abort = (seed >> 33).is_multiple_of(3);
                 let req = Request::get(&url)
                     .header(
                         "accept-encoding",

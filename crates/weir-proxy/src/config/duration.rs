@@ -40,11 +40,11 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
 /// `"250ms"`, `"1500ms"`). Parsing the result gives back `d`.
 pub fn format(d: Duration) -> String {
     let nanos = d.as_nanos();
-    if nanos % 1_000_000_000 == 0 {
+    if nanos.is_multiple_of(1_000_000_000) {
         format!("{}s", d.as_secs())
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         format!("{}ms", d.as_millis())
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         format!("{}us", d.as_micros())
     } else {
         format!("{nanos}ns")

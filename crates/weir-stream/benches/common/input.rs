@@ -161,9 +161,9 @@ impl Input {
 
 /// `size` as a short label: `64K`, `1M`, `100B`.
 pub fn size_label(size: usize) -> String {
-    if size >= 1 << 20 && size % (1 << 20) == 0 {
+    if size >= 1 << 20 && size.is_multiple_of(1 << 20) {
         format!("{}M", size >> 20)
-    } else if size >= 1024 && size % 1024 == 0 {
+    } else if size >= 1024 && size.is_multiple_of(1024) {
         format!("{}K", size >> 10)
     } else {
         format!("{size}B")

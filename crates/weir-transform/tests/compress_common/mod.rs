@@ -62,7 +62,7 @@ pub fn text(len: usize) -> Vec<u8> {
             out.push(b' ');
         }
         out.extend_from_slice(b"</a>");
-        if item % 3 == 0 {
+        if item.is_multiple_of(3) {
             write!(
                 out,
                 "<script type=\"application/json\">{{\"id\":{item},\"name\":\"{}\",\"score\":{}.{},\"tags\":[\"{}\",\"{}\"]}}</script>",
