@@ -26,6 +26,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
@@ -223,9 +224,13 @@ impl std::fmt::Debug for Core {
 /// # Panics
 /// Outside a Tokio runtime (fragments run as tasks).
 pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
+    let now = Instant::now();
     let shared = Arc::new(Shared {
         permits: Arc::new(Semaphore::new(ctx.settings.max_parallel.max(1))),
-        deadline: Instant::now() + ctx.settings.page_timeout,
+        // A budget past what the clock can hold is no budget: a year will do.
+        deadline: now
+            .checked_add(ctx.settings.page_timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600)),
         fetcher: ctx.fetcher,
         settings: ctx.settings,
         headers: ctx.headers,

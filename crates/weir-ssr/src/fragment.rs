@@ -65,7 +65,7 @@ pub(crate) async fn run(job: Job) {
         .include
         .total_timeout
         .unwrap_or(settings.fragment_total_timeout);
-    let total_deadline = (start + total).min(page_deadline);
+    let total_deadline = deadline_within(start, total, page_deadline);
     let first_timeout = job.include.timeout.unwrap_or(settings.fragment_timeout);
 
     let mut candidates: Vec<String> = Vec::with_capacity(3);
@@ -89,7 +89,7 @@ pub(crate) async fn run(job: Job) {
     };
     for (n, src) in candidates.iter().enumerate() {
         let tried = Instant::now();
-        let first_deadline = (tried + first_timeout).min(total_deadline);
+        let first_deadline = deadline_within(tried, first_timeout, total_deadline);
         match attempt(&job, src, first_deadline).await {
             Ok(Some(started)) => {
                 let outcome = if n == 0 {
@@ -166,6 +166,13 @@ pub(crate) async fn run(job: Job) {
         FragmentOutcome::Cancelled
     };
     report(&job, src, outcome, Some(&why), start);
+}
+
+/// `from + timeout`, but no later than `cap`. A `timeout` attribute may
+/// name more seconds than an `Instant` can hold (`"18446744073709551615s"`
+/// parses); such a deadline is `cap`.
+fn deadline_within(from: Instant, timeout: Duration, cap: Instant) -> Instant {
+    from.checked_add(timeout).map_or(cap, |d| d.min(cap))
 }
 
 fn millis(d: Duration) -> u64 {

@@ -476,3 +476,17 @@ async fn gzip_fragments_are_decoded_before_splicing() {
     let (page, _) = render(&fetcher, "[<fragment src=\"/z\"></fragment>]", settings()).await;
     assert_eq!(page, "[<b>zipped</b>]");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_attribute_past_the_clocks_range_is_capped_not_a_panic() {
+    let fetcher = MemFetcher::with(&[
+        ("/a", Script::ok("A").delayed(10)),
+        ("/b", Script::ok("B").delayed(10)),
+    ]);
+    // 2^64 - 1 seconds: a valid `timeout` value, but no `Instant` is that far.
+    let text = "[<fragment src=\"/a\" timeout=\"18446744073709551615s\">fa</fragment>]\
+                [<fragment src=\"/b\" total-timeout=\"18446744073709551615s\">fb</fragment>]";
+    let (page, counts) = render(&fetcher, text, settings()).await;
+    assert_eq!(page, "[A][B]");
+    assert_eq!(counts.get(FragmentOutcome::Ok), 2);
+}

@@ -128,7 +128,10 @@ async fn the_primary_sets_the_page_status_and_cookies_a_redirect_replaces_the_pa
  {
     let origin = start_origin().await;
     let cases = [
-        ("/fragment/p?status=404&amp;delay_ms=200&amp;header=Set-Cookie:a%3D1", 404),
+        (
+            "/fragment/p?status=404&amp;delay_ms=200&amp;header=Set-Cookie:a%3D1",
+            404,
+        ),
         ("/fragment/p?status=302&amp;header=Location:/login", 302),
         ("/fragment/p?status=503", 502),
         ("/fragment/p?delay_ms=3000", 504),
