@@ -1,7 +1,8 @@
 //! The page: template pieces and fragment slots, emitted in document order.
 //!
 //! The template is scanned as it arrives, up to `template_read_ahead` bytes
-//! ahead of the client, and every include found starts its fragment's task
+//! ahead of the client (an include counts as its inline fallback plus
+//! [`INCLUDE_COST`]), and every include found starts its fragment's task
 //! at once (`crate::fragment`). The page is a [`Source`]: each poll hands
 //! on the template text up to the next slot and whatever the fragment at the
 //! head of the line has received, so that fragment streams chunk by chunk
@@ -52,6 +53,12 @@ pub const PRIMARY_FIELDS: [HeaderName; 4] = [
     header::VARY,
     header::LOCATION,
 ];
+
+/// What an include not yet handed on counts against `template_read_ahead`,
+/// besides its inline fallback markup: about what its slot, spool and task
+/// hold. Without it, a template made of includes would be read without
+/// bound while the page waits for a slow fragment.
+pub const INCLUDE_COST: usize = 256;
 
 /// What a page needs from the request that asked for it.
 #[derive(Clone)]
@@ -163,6 +170,8 @@ enum Slot {
 
 struct Frag {
     reader: SpoolReader,
+    /// What it counts in [`Core::held`] until it is handed on.
+    weight: usize,
     /// The placeholder number of an `async` fragment.
     async_id: Option<usize>,
 }
@@ -182,8 +191,9 @@ struct Core {
     scanner: Scanner,
     scratch: Vec<Piece>,
     slots: VecDeque<Slot>,
-    /// Template bytes queued in `slots`, not yet handed on.
-    held_text: usize,
+    /// Template bytes queued in `slots`, not yet handed on, plus the
+    /// weight of every fragment not yet handed on.
+    held: usize,
     frags: Vec<Option<Frag>>,
     /// `async` fragments not yet emitted, in document order.
     asyncs: Vec<usize>,
@@ -295,7 +305,7 @@ impl Core {
             scanner,
             scratch: Vec::new(),
             slots: VecDeque::new(),
-            held_text: 0,
+            held: 0,
             frags: Vec::new(),
             asyncs: Vec::new(),
             async_point_seen: false,
@@ -311,7 +321,7 @@ impl Core {
     /// Scans what the template has ready, up to the read-ahead bound.
     fn drive_template(&mut self, cx: &mut Context<'_>) -> Result<(), StreamError> {
         let ahead = self.level.shared.settings.template_read_ahead.max(1);
-        while self.held_text < ahead {
+        while self.held < ahead {
             let Some(t) = self.template.as_mut() else {
                 break;
             };
@@ -347,7 +357,7 @@ impl Core {
         for piece in pieces.drain(..) {
             match piece {
                 Piece::Text(b) => {
-                    self.held_text += b.len();
+                    self.held += b.len();
                     self.slots.push_back(Slot::Text(b));
                 }
                 Piece::Include(inc) => self.add_include(inc),
@@ -371,6 +381,8 @@ impl Core {
     fn add_include(&mut self, inc: Box<Include>) {
         let shared = Arc::clone(&self.level.shared);
         let index = self.frags.len();
+        let weight = INCLUDE_COST + inc.fallback.len();
+        self.held += weight;
         let (writer, reader) = spool(shared.settings.fragment_buffer_bytes);
         let primary = inc.primary && self.primary_open && self.primary.is_none();
         if inc.primary && !primary {
@@ -419,12 +431,16 @@ impl Core {
         if primary {
             self.primary = Some(index);
         }
-        self.frags.push(Some(Frag { reader, async_id }));
+        self.frags.push(Some(Frag {
+            reader,
+            weight,
+            async_id,
+        }));
         match async_id {
             Some(id) => {
                 self.asyncs.push(index);
                 let placeholder = format!("<template id=\"weir-slot-{id}\"></template>");
-                self.held_text += placeholder.len();
+                self.held += placeholder.len();
                 self.slots.push_back(Slot::Text(Bytes::from(placeholder)));
             }
             None => self.slots.push_back(Slot::Frag(index)),
@@ -526,7 +542,7 @@ impl Core {
              p=document.getElementById(\"weir-slot-{id}\");if(t&&p){{p.replaceWith(t.content);\
              t.remove()}}}})()</script>"
         );
-        self.held_text += open.len() + close.len();
+        self.held += open.len() + close.len();
         self.slots.push_front(Slot::Text(Bytes::from(close)));
         self.slots.push_front(Slot::Frag(index));
         self.slots.push_front(Slot::Text(Bytes::from(open)));
@@ -567,7 +583,7 @@ impl Source for PageBody {
             match slot {
                 Slot::Text(_) => {
                     if let Some(Slot::Text(b)) = this.slots.pop_front() {
-                        this.held_text = this.held_text.saturating_sub(b.len());
+                        this.held = this.held.saturating_sub(b.len());
                         out.push(b);
                     }
                 }
@@ -583,7 +599,9 @@ impl Source for PageBody {
                         }
                         Poll::Ready(Some(Err(_)) | None) => {
                             this.slots.pop_front();
-                            this.frags[i] = None;
+                            if let Some(done) = this.frags[i].take() {
+                                this.held = this.held.saturating_sub(done.weight);
+                            }
                             // A boundary: let the pipeline flush.
                             if out.is_empty() {
                                 cx.waker().wake_by_ref();

@@ -37,7 +37,9 @@ pub struct ComposeSettings {
     /// keeps its structure. Default `false`: the fragment just ends there.
     pub close_open_elements: bool,
     /// Template bytes scanned ahead of what the client has taken, so that
-    /// the fetches of later fragments start early. Default 1 MiB.
+    /// the fetches of later fragments start early; an include not yet
+    /// handed on counts as its inline fallback markup plus
+    /// [`INCLUDE_COST`](crate::compose::INCLUDE_COST) bytes. Default 1 MiB.
     pub template_read_ahead: usize,
     /// The scanner's bounds.
     pub scan: ScanLimits,

@@ -490,3 +490,72 @@ async fn a_timeout_attribute_past_the_clocks_range_is_capped_not_a_panic() {
     assert_eq!(page, "[A][B]");
     assert_eq!(counts.get(FragmentOutcome::Ok), 2);
 }
+
+/// A template that never ends: `head` once, then `unit` as fast as it is
+/// pulled (up to 64 MiB, then it stalls, so that a test fails rather than
+/// runs out of memory); counts the bytes the page has pulled from it.
+struct Endless {
+    head: Option<bytes::Bytes>,
+    unit: bytes::Bytes,
+    pulled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Source for Endless {
+    fn poll_next_batch(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<weir_stream::BatchResult>> {
+        let this = self.get_mut();
+        if this.pulled.load(Ordering::SeqCst) >= 64 << 20 {
+            return Poll::Pending;
+        }
+        let chunk = this.head.take().unwrap_or_else(|| this.unit.clone());
+        this.pulled.fetch_add(chunk.len(), Ordering::SeqCst);
+        Poll::Ready(Some(Ok(weir_stream::Batch::one(chunk))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_template_of_includes_is_not_read_past_template_read_ahead() {
+    let ahead = 256 * 1024;
+    let s = ComposeSettings {
+        template_read_ahead: ahead,
+        max_includes: 4,
+        ..settings()
+    };
+    // Past the first (slow) fragment, includes only: with inline fallback
+    // markup (held, not text), and self-closing ones (a slot each).
+    for unit in [
+        format!("<fragment src=\"/x\">{}</fragment>", "F".repeat(8000)),
+        "<fragment src=\"/x\"/>".repeat(100),
+    ] {
+        let fetcher = MemFetcher::with(&[("/slow", Script::ok("S").delayed(10_000))]);
+        let (ctx, _) = context(&fetcher, s.clone());
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let endless = Endless {
+            head: Some(bytes::Bytes::from_static(
+                b"<body><fragment src=\"/slow\"></fragment>",
+            )),
+            unit: bytes::Bytes::from(unit),
+            pulled: std::sync::Arc::clone(&pulled),
+        };
+        let Page::Composed { mut body, .. } = compose(Box::pin(endless), ctx).await else {
+            panic!("composed");
+        };
+        assert_eq!(next_text(&mut body).await.as_deref(), Some("<body>"));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..4 {
+            assert!(
+                std::pin::Pin::new(&mut body)
+                    .poll_next_batch(&mut cx)
+                    .is_pending()
+            );
+        }
+        let read = pulled.load(Ordering::SeqCst);
+        assert!(
+            read <= 2 * ahead,
+            "read {read} template bytes with a read-ahead of {ahead}"
+        );
+    }
+}
