@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn bad_values_name_file_line_and_key() {
         let e = parse("[route.ssr]\nmax_parallel = 0\n").expect_err("range");
-        assert!(e.starts_with("t.toml:7:"), "{e}");
+        assert!(e.starts_with("t.toml:8:"), "{e}");
         assert!(e.contains("route[0].ssr.max_parallel"), "{e}");
         let e = parse("[route.ssr]\ntemplate_file = \"no/such.html\"\n").expect_err("file");
         assert!(
