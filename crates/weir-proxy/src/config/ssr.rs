@@ -143,6 +143,24 @@ pub(super) fn route_ssr(
                         "forward Cookie with `forward_cookies = true`",
                     ));
                 }
+                // A fragment request is a GET of its own, to its own host:
+                // the client's connection fields, framing and Host are not
+                // its to carry (a `Content-Length` on a bodiless GET would
+                // make the upstream read the next pooled request as a body).
+                if crate::headers::is_hop_by_hop(&parsed)
+                    || parsed == http::header::CONTENT_LENGTH
+                    || parsed == http::header::HOST
+                {
+                    return Err(errors.at(
+                        name.span(),
+                        format!("route[{i}].ssr.forward_headers[{k}]"),
+                        format!(
+                            "{:?} cannot be forwarded to fragments: it describes the client's \
+                             own connection, message or host",
+                            name.get_ref()
+                        ),
+                    ));
+                }
                 out.push(parsed);
             }
             out
@@ -260,5 +278,29 @@ mod tests {
         assert!(e.contains("detect"), "{e}");
         let e = parse("[route.ssr]\nfragment_timout = \"1s\"\n").expect_err("typo");
         assert!(e.contains("fragment_timout"), "{e}");
+    }
+
+    #[test]
+    fn forward_headers_refuse_hop_by_hop_framing_and_host_fields() {
+        for name in [
+            "Connection",
+            "keep-alive",
+            "TE",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-connection",
+            "content-length",
+            "host",
+        ] {
+            let e = parse(&format!(
+                "[route.ssr]\nforward_headers = [\"accept-language\", \"{name}\"]\n"
+            ))
+            .expect_err(name);
+            assert!(
+                e.starts_with("t.toml:8:") && e.contains("route[0].ssr.forward_headers[1]"),
+                "{e}"
+            );
+            assert!(e.contains(&format!("{name:?}")), "{e}");
+        }
     }
 }
