@@ -124,7 +124,7 @@ pub(crate) struct Shared {
     pub settings: Arc<ComposeSettings>,
     pub headers: HeaderMap,
     pub observer: Arc<dyn Observer>,
-    /// `max_parallel` fetches at a time, page-wide.
+    /// `max_parallel` fetches at a time, page-wide (the primary takes none).
     pub permits: Arc<Semaphore>,
     /// Includes processed so far, page-wide.
     pub includes: AtomicUsize,

@@ -213,10 +213,17 @@ async fn attempt(
     if job.level.ancestors.iter().any(|a| **a == *url) {
         return Err(Failure::Loop { url });
     }
-    let permit = timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
-        .await
-        .map_err(|_| timeout())?
-        .ok();
+    // The primary takes no fetch slot: fragments before it that filled
+    // their buffers keep theirs until their turn, which comes only after
+    // the page's head, which waits for the primary.
+    let permit = if job.primary {
+        None
+    } else {
+        timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
+            .await
+            .map_err(|_| timeout())?
+            .ok()
+    };
     let resp = timeout_at(
         first_deadline,
         shared.fetcher.fetch(&url, shared.headers.clone()),

@@ -20,7 +20,8 @@ pub struct ComposeSettings {
     /// start of the composition. Default 60 s.
     pub page_timeout: Duration,
     /// Most fragment fetches of one page in flight at once (nested templates
-    /// included). Default 32.
+    /// included), besides the primary's, which never waits for one.
+    /// Default 32.
     pub max_parallel: usize,
     /// Bytes a fragment that is not yet at the head of the line may hold;
     /// past it, its upstream body is not read until its turn. Default 256 KiB.

@@ -559,3 +559,35 @@ async fn a_template_of_includes_is_not_read_past_template_read_ahead() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn big_fragments_before_the_primary_holding_every_fetch_slot_do_not_time_it_out() {
+    let fetcher = MemFetcher::with(&[("/p", Script::ok("P").status(404))]);
+    for big in ["/big1", "/big2"] {
+        fetcher
+            .big
+            .lock()
+            .expect("lock")
+            .insert(format!("http://t{big}"), (4 << 20, 16 * 1024));
+    }
+    let s = ComposeSettings {
+        max_parallel: 2,
+        ..settings()
+    };
+    let (ctx, _) = context(&fetcher, s);
+    // Each big fragment fills its buffer and waits for its turn, which
+    // comes only once the page's head is out: after the primary's head.
+    let text = "<fragment src=\"/big1\"></fragment><fragment src=\"/big2\"></fragment>\
+                <fragment src=\"/p\" primary></fragment>";
+    match compose(template(text, 4096), ctx).await {
+        Page::Composed { status, body, .. } => {
+            assert_eq!(status, Some(StatusCode::NOT_FOUND));
+            let page =
+                weir_stream::consume::bytes(body, weir_stream::consume::ConsumeOptions::new())
+                    .await
+                    .expect("page");
+            assert_eq!(page.len(), 2 * (4 << 20) + 1);
+        }
+        other => panic!("a healthy primary behind two big fragments: {other:?}"),
+    }
+}
