@@ -7,7 +7,8 @@
 //! nothing. A fragment that fails after it started streaming just ends (and,
 //! with `close_open_elements`, closes what it opened). The primary fragment
 //! has no fallbacks: its head, whatever its status, goes to the page as
-//! soon as it arrives.
+//! soon as it arrives, unless its coding cannot be decoded or it is a
+//! template past `max_depth` (then the page fails, as for any failure).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -230,27 +231,37 @@ async fn attempt(
     )
     .await
     .map_err(|_| timeout())??;
-    if job.primary {
+    let report_head = |job: &Job| {
         job.writer.head(Head::Response {
             status: resp.status,
             headers: resp.headers.clone(),
-        });
-        if resp.status.is_redirection() || resp.status.is_server_error() {
-            return Ok(None);
-        }
-    } else if !resp.status.is_success() {
+        })
+    };
+    if job.primary && (resp.status.is_redirection() || resp.status.is_server_error()) {
+        report_head(job);
+        return Ok(None);
+    }
+    if !job.primary && !resp.status.is_success() {
         return Err(Failure::Status(resp.status.as_u16()));
     }
+    // The checks that fail a source come before the primary's head goes to
+    // the page: once it has, the page's status is decided.
+    let coding = coding_of(&resp.headers)?;
+    let template = is_template(&resp.headers) && resp.status != StatusCode::NO_CONTENT;
+    if template && job.level.depth + 1 > shared.settings.max_depth {
+        return Err(Failure::Depth {
+            limit: shared.settings.max_depth,
+        });
+    }
+    if job.primary {
+        report_head(job);
+    }
     let mut body = resp.body;
-    if let Some(coding) = coding_of(&resp.headers)? {
+    if let Some(coding) = coding {
         body = Box::pin(Decoded::new(body, coding));
     }
     let mut permit = permit;
-    if is_template(&resp.headers) && resp.status != StatusCode::NO_CONTENT {
-        let limit = shared.settings.max_depth;
-        if job.level.depth + 1 > limit {
-            return Err(Failure::Depth { limit });
-        }
+    if template {
         // Its own fragments do the fetching from here on.
         permit = None;
         body = Box::pin(PageBody::nested(body, job.level.child(url)));

@@ -591,3 +591,30 @@ async fn big_fragments_before_the_primary_holding_every_fetch_slot_do_not_time_i
         other => panic!("a healthy primary behind two big fragments: {other:?}"),
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_whose_coding_or_nesting_cannot_be_used_fails_the_page() {
+    // Its head said 200, but its body could never be spliced: the page
+    // must not go out as a 200 without its main content.
+    for (script, s) in [
+        (
+            Script::ok("brotli bytes").header("content-encoding", "br"),
+            settings(),
+        ),
+        (
+            Script::ok("<p>a template</p>").header("x-weir-template", "1"),
+            ComposeSettings {
+                max_depth: 0,
+                ..settings()
+            },
+        ),
+    ] {
+        let fetcher = MemFetcher::with(&[("/p", script)]);
+        let (ctx, _) = context(&fetcher, s);
+        match compose(template("<b>x</b><fragment src=\"/p\" primary/>", 64), ctx).await {
+            Page::Failed { status, .. } => assert_eq!(status, StatusCode::BAD_GATEWAY),
+            Page::Composed { status, .. } => panic!("composed with status {status:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
