@@ -832,6 +832,9 @@ impl Proxy {
             fetcher: Arc::clone(&ssr.fetcher) as Arc<dyn weir_ssr::Fetcher>,
             settings: Arc::clone(&ssr.spec.compose),
             base: url,
+            // With `template_file` (the only way here then: `file_page`),
+            // the template is no response of `url`.
+            template_at_base: ssr.spec.template_file.is_none(),
             headers: ssr.headers.clone(),
             observer: Arc::clone(&self.ssr_observer) as Arc<dyn weir_ssr::Observer>,
         };

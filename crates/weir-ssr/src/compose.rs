@@ -69,6 +69,10 @@ pub struct PageContext {
     pub settings: Arc<ComposeSettings>,
     /// The absolute URL of the template (relative `src`s resolve against it).
     pub base: String,
+    /// Whether the template came from `base` (an upstream's response), so
+    /// that an include of `base` is an include loop. `false` for a
+    /// template read from a file: `base` is only where its `src`s resolve.
+    pub template_at_base: bool,
     /// Fields sent with every fragment request (the client's allowed
     /// fields, `traceparent`, `x-request-id`).
     pub headers: HeaderMap,
@@ -249,9 +253,14 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         next_async: AtomicUsize::new(0),
     });
     let base: Arc<str> = ctx.base.into();
+    let ancestors: Arc<[Arc<str>]> = if ctx.template_at_base {
+        Arc::new([Arc::clone(&base)])
+    } else {
+        Arc::new([])
+    };
     let level = Level {
         shared,
-        ancestors: Arc::new([Arc::clone(&base)]),
+        ancestors,
         base,
         depth: 0,
     };

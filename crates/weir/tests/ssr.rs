@@ -562,3 +562,20 @@ async fn an_upstream_response_marked_as_a_template_is_composed_and_others_pass_t
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_file_page_may_include_its_own_path_on_the_upstream() {
+    let origin = start_origin().await;
+    // The file is not served from the upstream's /fragment/me: fetching
+    // that URL for a request of /fragment/me is no include loop.
+    let site = site(
+        &origin,
+        "<main><fragment src=\"/fragment/me\" primary></fragment></main>",
+        "",
+        "",
+    );
+    let proxy = start_proxy(&site.config).await;
+    let (status, _, body) = page(&proxy, "/fragment/me").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, format!("<main>{}</main>", markup("me")));
+}
