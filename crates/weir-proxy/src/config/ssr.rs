@@ -26,6 +26,16 @@ const MAX_DEPTH: usize = 10;
 /// `fragment_buffer_bytes` bounds: 1 KiB to 64 MiB.
 const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
 
+/// The client's conditional and range fields, never forwarded to fragments.
+const NOT_FOR_FRAGMENTS: [HeaderName; 6] = [
+    http::header::IF_NONE_MATCH,
+    http::header::IF_MODIFIED_SINCE,
+    http::header::IF_MATCH,
+    http::header::IF_UNMODIFIED_SINCE,
+    http::header::IF_RANGE,
+    http::header::RANGE,
+];
+
 /// The client request fields forwarded to fragments unless
 /// `forward_headers` says otherwise.
 pub const DEFAULT_FORWARD_HEADERS: [&str; 3] = ["accept-language", "user-agent", "referer"];
@@ -157,6 +167,21 @@ pub(super) fn route_ssr(
                         format!(
                             "{:?} cannot be forwarded to fragments: it describes the client's \
                              own connection, message or host",
+                            name.get_ref()
+                        ),
+                    ));
+                }
+                // Validators and ranges are about the page the client has,
+                // not about a fragment: a 304 would fail the fragment (or
+                // make a primary's page a bodiless 304), a 206 would splice
+                // a part of it into the page.
+                if NOT_FOR_FRAGMENTS.contains(&parsed) {
+                    return Err(errors.at(
+                        name.span(),
+                        format!("route[{i}].ssr.forward_headers[{k}]"),
+                        format!(
+                            "{:?} cannot be forwarded to fragments: it is about the page the \
+                             client has, not a fragment",
                             name.get_ref()
                         ),
                     ));
@@ -301,6 +326,27 @@ mod tests {
                 "{e}"
             );
             assert!(e.contains(&format!("{name:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn forward_headers_refuse_conditional_and_range_fields() {
+        // A fragment's 304 or 206 to the client's validators or range would
+        // fail it, or splice a part of it into the page.
+        for name in [
+            "If-None-Match",
+            "if-modified-since",
+            "if-match",
+            "if-unmodified-since",
+            "if-range",
+            "range",
+        ] {
+            let e =
+                parse(&format!("[route.ssr]\nforward_headers = [\"{name}\"]\n")).expect_err(name);
+            assert!(
+                e.starts_with("t.toml:8:") && e.contains("route[0].ssr.forward_headers[0]"),
+                "{e}"
+            );
         }
     }
 }
