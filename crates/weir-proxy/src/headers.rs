@@ -26,6 +26,12 @@ const HOP_BY_HOP: [HeaderName; 6] = [
     HeaderName::from_static("proxy-connection"),
 ];
 
+/// Whether `name` is hop-by-hop whatever `Connection` says (RFC 9110
+/// §7.6.1): a field no intermediary forwards as it came.
+pub fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name)
+}
+
 /// `X-Forwarded-For`.
 pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// `X-Forwarded-Proto`.

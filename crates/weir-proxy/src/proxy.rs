@@ -521,7 +521,8 @@ impl Proxy {
     /// Phase 2, the head: the upstream target (base path, prefix strip,
     /// query) and the request fields as sent upstream (hop-by-hop removed,
     /// `Host`, `X-Forwarded-*`, `Via`, `Accept-Encoding` for transforms
-    /// that read the body, `Connection: close` for `HEAD`).
+    /// that read the body, no `Range` or `If-None-Match`/`If-Modified-Since`
+    /// on SSR routes, `Connection: close` for `HEAD`).
     ///
     /// # Errors
     /// 400 when the rewritten target is not a valid URI.
@@ -593,6 +594,20 @@ impl Proxy {
                 header::ACCEPT_ENCODING,
                 HeaderValue::from_static("identity"),
             );
+        }
+        if target.route.ssr.is_some() {
+            // A composed page has no validators and no ranges of its own:
+            // the template's 304 or 206 cannot stand for it (RFC 9110
+            // §13.1, §14.2 let a server ignore these; Weir does, for every
+            // response of an SSR route).
+            for name in [
+                header::RANGE,
+                header::IF_RANGE,
+                header::IF_NONE_MATCH,
+                header::IF_MODIFIED_SINCE,
+            ] {
+                headers.remove(name);
+            }
         }
 
         parts.uri = uri;
@@ -836,6 +851,9 @@ impl Proxy {
             fetcher: Arc::clone(&ssr.fetcher) as Arc<dyn weir_ssr::Fetcher>,
             settings: Arc::clone(&ssr.spec.compose),
             base: url,
+            // With `template_file` (the only way here then: `file_page`),
+            // the template is no response of `url`.
+            template_at_base: ssr.spec.template_file.is_none(),
             headers: ssr.headers.clone(),
             observer: Arc::clone(&self.ssr_observer) as Arc<dyn weir_ssr::Observer>,
         };

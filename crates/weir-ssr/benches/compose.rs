@@ -101,6 +101,7 @@ async fn compose_once(
         fetcher: Arc::clone(fetcher) as Arc<dyn Fetcher>,
         settings: Arc::clone(settings),
         base: "http://mem/page".into(),
+        template_at_base: true,
         headers: HeaderMap::new(),
         observer: Arc::new(NoObserver),
     };
@@ -129,6 +130,7 @@ fn bench(c: &mut Criterion) {
             fetcher: Arc::clone(&fetcher) as Arc<dyn Fetcher>,
             settings: Arc::clone(&settings),
             base: "http://mem/page".into(),
+            template_at_base: true,
             headers: HeaderMap::new(),
             observer: Arc::new(NoObserver),
         };

@@ -1,7 +1,8 @@
 //! The page: template pieces and fragment slots, emitted in document order.
 //!
 //! The template is scanned as it arrives, up to `template_read_ahead` bytes
-//! ahead of the client, and every include found starts its fragment's task
+//! ahead of the client (an include counts as its inline fallback plus
+//! [`INCLUDE_COST`]), and every include found starts its fragment's task
 //! at once (`crate::fragment`). The page is a [`Source`]: each poll hands
 //! on the template text up to the next slot and whatever the fragment at the
 //! head of the line has received, so that fragment streams chunk by chunk
@@ -26,6 +27,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::time::Instant;
 
 use bytes::Bytes;
@@ -52,6 +54,12 @@ pub const PRIMARY_FIELDS: [HeaderName; 4] = [
     header::LOCATION,
 ];
 
+/// What an include not yet handed on counts against `template_read_ahead`,
+/// besides its inline fallback markup: about what its slot, spool and task
+/// hold. Without it, a template made of includes would be read without
+/// bound while the page waits for a slow fragment.
+pub const INCLUDE_COST: usize = 256;
+
 /// What a page needs from the request that asked for it.
 #[derive(Clone)]
 pub struct PageContext {
@@ -61,6 +69,10 @@ pub struct PageContext {
     pub settings: Arc<ComposeSettings>,
     /// The absolute URL of the template (relative `src`s resolve against it).
     pub base: String,
+    /// Whether the template came from `base` (an upstream's response), so
+    /// that an include of `base` is an include loop. `false` for a
+    /// template read from a file: `base` is only where its `src`s resolve.
+    pub template_at_base: bool,
     /// Fields sent with every fragment request (the client's allowed
     /// fields, `traceparent`, `x-request-id`).
     pub headers: HeaderMap,
@@ -116,7 +128,7 @@ pub(crate) struct Shared {
     pub settings: Arc<ComposeSettings>,
     pub headers: HeaderMap,
     pub observer: Arc<dyn Observer>,
-    /// `max_parallel` fetches at a time, page-wide.
+    /// `max_parallel` fetches at a time, page-wide (the primary takes none).
     pub permits: Arc<Semaphore>,
     /// Includes processed so far, page-wide.
     pub includes: AtomicUsize,
@@ -162,6 +174,8 @@ enum Slot {
 
 struct Frag {
     reader: SpoolReader,
+    /// What it counts in [`Core::held`] until it is handed on.
+    weight: usize,
     /// The placeholder number of an `async` fragment.
     async_id: Option<usize>,
 }
@@ -181,8 +195,9 @@ struct Core {
     scanner: Scanner,
     scratch: Vec<Piece>,
     slots: VecDeque<Slot>,
-    /// Template bytes queued in `slots`, not yet handed on.
-    held_text: usize,
+    /// Template bytes queued in `slots`, not yet handed on, plus the
+    /// weight of every fragment not yet handed on.
+    held: usize,
     frags: Vec<Option<Frag>>,
     /// `async` fragments not yet emitted, in document order.
     asyncs: Vec<usize>,
@@ -223,9 +238,13 @@ impl std::fmt::Debug for Core {
 /// # Panics
 /// Outside a Tokio runtime (fragments run as tasks).
 pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
+    let now = Instant::now();
     let shared = Arc::new(Shared {
         permits: Arc::new(Semaphore::new(ctx.settings.max_parallel.max(1))),
-        deadline: Instant::now() + ctx.settings.page_timeout,
+        // A budget past what the clock can hold is no budget: a year will do.
+        deadline: now
+            .checked_add(ctx.settings.page_timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600)),
         fetcher: ctx.fetcher,
         settings: ctx.settings,
         headers: ctx.headers,
@@ -234,9 +253,14 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         next_async: AtomicUsize::new(0),
     });
     let base: Arc<str> = ctx.base.into();
+    let ancestors: Arc<[Arc<str>]> = if ctx.template_at_base {
+        Arc::new([Arc::clone(&base)])
+    } else {
+        Arc::new([])
+    };
     let level = Level {
         shared,
-        ancestors: Arc::new([Arc::clone(&base)]),
+        ancestors,
         base,
         depth: 0,
     };
@@ -290,7 +314,7 @@ impl Core {
             scanner,
             scratch: Vec::new(),
             slots: VecDeque::new(),
-            held_text: 0,
+            held: 0,
             frags: Vec::new(),
             asyncs: Vec::new(),
             async_point_seen: false,
@@ -306,7 +330,7 @@ impl Core {
     /// Scans what the template has ready, up to the read-ahead bound.
     fn drive_template(&mut self, cx: &mut Context<'_>) -> Result<(), StreamError> {
         let ahead = self.level.shared.settings.template_read_ahead.max(1);
-        while self.held_text < ahead {
+        while self.held < ahead {
             let Some(t) = self.template.as_mut() else {
                 break;
             };
@@ -342,7 +366,7 @@ impl Core {
         for piece in pieces.drain(..) {
             match piece {
                 Piece::Text(b) => {
-                    self.held_text += b.len();
+                    self.held += b.len();
                     self.slots.push_back(Slot::Text(b));
                 }
                 Piece::Include(inc) => self.add_include(inc),
@@ -366,6 +390,8 @@ impl Core {
     fn add_include(&mut self, inc: Box<Include>) {
         let shared = Arc::clone(&self.level.shared);
         let index = self.frags.len();
+        let weight = INCLUDE_COST + inc.fallback.len();
+        self.held += weight;
         let (writer, reader) = spool(shared.settings.fragment_buffer_bytes);
         let primary = inc.primary && self.primary_open && self.primary.is_none();
         if inc.primary && !primary {
@@ -414,12 +440,16 @@ impl Core {
         if primary {
             self.primary = Some(index);
         }
-        self.frags.push(Some(Frag { reader, async_id }));
+        self.frags.push(Some(Frag {
+            reader,
+            weight,
+            async_id,
+        }));
         match async_id {
             Some(id) => {
                 self.asyncs.push(index);
                 let placeholder = format!("<template id=\"weir-slot-{id}\"></template>");
-                self.held_text += placeholder.len();
+                self.held += placeholder.len();
                 self.slots.push_back(Slot::Text(Bytes::from(placeholder)));
             }
             None => self.slots.push_back(Slot::Frag(index)),
@@ -521,7 +551,7 @@ impl Core {
              p=document.getElementById(\"weir-slot-{id}\");if(t&&p){{p.replaceWith(t.content);\
              t.remove()}}}})()</script>"
         );
-        self.held_text += open.len() + close.len();
+        self.held += open.len() + close.len();
         self.slots.push_front(Slot::Text(Bytes::from(close)));
         self.slots.push_front(Slot::Frag(index));
         self.slots.push_front(Slot::Text(Bytes::from(open)));
@@ -562,7 +592,7 @@ impl Source for PageBody {
             match slot {
                 Slot::Text(_) => {
                     if let Some(Slot::Text(b)) = this.slots.pop_front() {
-                        this.held_text = this.held_text.saturating_sub(b.len());
+                        this.held = this.held.saturating_sub(b.len());
                         out.push(b);
                     }
                 }
@@ -578,7 +608,9 @@ impl Source for PageBody {
                         }
                         Poll::Ready(Some(Err(_)) | None) => {
                             this.slots.pop_front();
-                            this.frags[i] = None;
+                            if let Some(done) = this.frags[i].take() {
+                                this.held = this.held.saturating_sub(done.weight);
+                            }
                             // A boundary: let the pipeline flush.
                             if out.is_empty() {
                                 cx.waker().wake_by_ref();

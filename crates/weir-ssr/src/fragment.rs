@@ -7,7 +7,8 @@
 //! nothing. A fragment that fails after it started streaming just ends (and,
 //! with `close_open_elements`, closes what it opened). The primary fragment
 //! has no fallbacks: its head, whatever its status, goes to the page as
-//! soon as it arrives.
+//! soon as it arrives, unless its coding cannot be decoded or it is a
+//! template past `max_depth` (then the page fails, as for any failure).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,7 +71,7 @@ pub(crate) async fn run(job: Job) {
         .include
         .total_timeout
         .unwrap_or(settings.fragment_total_timeout);
-    let total_deadline = (start + total).min(page_deadline);
+    let total_deadline = deadline_within(start, total, page_deadline);
     let first_timeout = job.include.timeout.unwrap_or(settings.fragment_timeout);
 
     let mut candidates: Vec<String> = Vec::with_capacity(3);
@@ -98,7 +99,7 @@ pub(crate) async fn run(job: Job) {
     };
     for (n, src) in candidates.iter().enumerate() {
         let tried = Instant::now();
-        let first_deadline = (tried + first_timeout).min(total_deadline);
+        let first_deadline = deadline_within(tried, first_timeout, total_deadline);
         match attempt(&job, src, first_deadline).await {
             Ok(Some(started)) => {
                 let outcome = if n == 0 {
@@ -177,6 +178,13 @@ pub(crate) async fn run(job: Job) {
     reporter.report(src, outcome, Some(&why));
 }
 
+/// `from + timeout`, but no later than `cap`. A `timeout` attribute may
+/// name more seconds than an `Instant` can hold (`"18446744073709551615s"`
+/// parses); such a deadline is `cap`.
+fn deadline_within(from: Instant, timeout: Duration, cap: Instant) -> Instant {
+    from.checked_add(timeout).map_or(cap, |d| d.min(cap))
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -231,37 +239,54 @@ async fn attempt(
     if job.level.ancestors.iter().any(|a| **a == *url) {
         return Err(Failure::Loop { url });
     }
-    let permit = timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
-        .await
-        .map_err(|_| timeout())?
-        .ok();
+    // The primary takes no fetch slot: fragments before it that filled
+    // their buffers keep theirs until their turn, which comes only after
+    // the page's head, which waits for the primary.
+    let permit = if job.primary {
+        None
+    } else {
+        timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
+            .await
+            .map_err(|_| timeout())?
+            .ok()
+    };
     let resp = timeout_at(
         first_deadline,
         shared.fetcher.fetch(&url, shared.headers.clone()),
     )
     .await
     .map_err(|_| timeout())??;
-    if job.primary {
+    let report_head = |job: &Job| {
         job.writer.head(Head::Response {
             status: resp.status,
             headers: resp.headers.clone(),
-        });
-        if resp.status.is_redirection() || resp.status.is_server_error() {
-            return Ok(None);
-        }
-    } else if !resp.status.is_success() {
+        })
+    };
+    if job.primary && (resp.status.is_redirection() || resp.status.is_server_error()) {
+        report_head(job);
+        return Ok(None);
+    }
+    if !job.primary && !resp.status.is_success() {
         return Err(Failure::Status(resp.status.as_u16()));
     }
+    // The checks that fail a source come before the primary's head goes to
+    // the page: once it has, the page's status is decided.
+    let coding = coding_of(&resp.headers)?;
+    let template = is_template(&resp.headers) && resp.status != StatusCode::NO_CONTENT;
+    if template && job.level.depth + 1 > shared.settings.max_depth {
+        return Err(Failure::Depth {
+            limit: shared.settings.max_depth,
+        });
+    }
+    if job.primary {
+        report_head(job);
+    }
     let mut body = resp.body;
-    if let Some(coding) = coding_of(&resp.headers)? {
+    if let Some(coding) = coding {
         body = Box::pin(Decoded::new(body, coding));
     }
     let mut permit = permit;
-    if is_template(&resp.headers) && resp.status != StatusCode::NO_CONTENT {
-        let limit = shared.settings.max_depth;
-        if job.level.depth + 1 > limit {
-            return Err(Failure::Depth { limit });
-        }
+    if template {
         // Its own fragments do the fetching from here on.
         permit = None;
         body = Box::pin(PageBody::nested(body, job.level.child(url)));

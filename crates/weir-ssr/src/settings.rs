@@ -20,7 +20,8 @@ pub struct ComposeSettings {
     /// start of the composition. Default 60 s.
     pub page_timeout: Duration,
     /// Most fragment fetches of one page in flight at once (nested templates
-    /// included). Default 32.
+    /// included), besides the primary's, which never waits for one.
+    /// Default 32.
     pub max_parallel: usize,
     /// Bytes a fragment that is not yet at the head of the line may hold;
     /// past it, its upstream body is not read until its turn. Default 256 KiB.
@@ -37,7 +38,9 @@ pub struct ComposeSettings {
     /// keeps its structure. Default `false`: the fragment just ends there.
     pub close_open_elements: bool,
     /// Template bytes scanned ahead of what the client has taken, so that
-    /// the fetches of later fragments start early. Default 1 MiB.
+    /// the fetches of later fragments start early; an include not yet
+    /// handed on counts as its inline fallback markup plus
+    /// [`INCLUDE_COST`](crate::compose::INCLUDE_COST) bytes. Default 1 MiB.
     pub template_read_ahead: usize,
     /// The scanner's bounds.
     pub scan: ScanLimits,

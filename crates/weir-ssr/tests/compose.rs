@@ -482,3 +482,145 @@ async fn gzip_fragments_are_decoded_before_splicing() {
     let (page, _) = render(&fetcher, "[<fragment src=\"/z\"></fragment>]", settings()).await;
     assert_eq!(page, "[<b>zipped</b>]");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_attribute_past_the_clocks_range_is_capped_not_a_panic() {
+    let fetcher = MemFetcher::with(&[
+        ("/a", Script::ok("A").delayed(10)),
+        ("/b", Script::ok("B").delayed(10)),
+    ]);
+    // 2^64 - 1 seconds: a valid `timeout` value, but no `Instant` is that far.
+    let text = "[<fragment src=\"/a\" timeout=\"18446744073709551615s\">fa</fragment>]\
+                [<fragment src=\"/b\" total-timeout=\"18446744073709551615s\">fb</fragment>]";
+    let (page, counts) = render(&fetcher, text, settings()).await;
+    assert_eq!(page, "[A][B]");
+    assert_eq!(counts.get(FragmentOutcome::Ok), 2);
+}
+
+/// A template that never ends: `head` once, then `unit` as fast as it is
+/// pulled (up to 64 MiB, then it stalls, so that a test fails rather than
+/// runs out of memory); counts the bytes the page has pulled from it.
+struct Endless {
+    head: Option<bytes::Bytes>,
+    unit: bytes::Bytes,
+    pulled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Source for Endless {
+    fn poll_next_batch(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<weir_stream::BatchResult>> {
+        let this = self.get_mut();
+        if this.pulled.load(Ordering::SeqCst) >= 64 << 20 {
+            return Poll::Pending;
+        }
+        let chunk = this.head.take().unwrap_or_else(|| this.unit.clone());
+        this.pulled.fetch_add(chunk.len(), Ordering::SeqCst);
+        Poll::Ready(Some(Ok(weir_stream::Batch::one(chunk))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_template_of_includes_is_not_read_past_template_read_ahead() {
+    let ahead = 256 * 1024;
+    let s = ComposeSettings {
+        template_read_ahead: ahead,
+        max_includes: 4,
+        ..settings()
+    };
+    // Past the first (slow) fragment, includes only: with inline fallback
+    // markup (held, not text), and self-closing ones (a slot each).
+    for unit in [
+        format!("<fragment src=\"/x\">{}</fragment>", "F".repeat(8000)),
+        "<fragment src=\"/x\"/>".repeat(100),
+    ] {
+        let fetcher = MemFetcher::with(&[("/slow", Script::ok("S").delayed(10_000))]);
+        let (ctx, _) = context(&fetcher, s.clone());
+        let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let endless = Endless {
+            head: Some(bytes::Bytes::from_static(
+                b"<body><fragment src=\"/slow\"></fragment>",
+            )),
+            unit: bytes::Bytes::from(unit),
+            pulled: std::sync::Arc::clone(&pulled),
+        };
+        let Page::Composed { mut body, .. } = compose(Box::pin(endless), ctx).await else {
+            panic!("composed");
+        };
+        assert_eq!(next_text(&mut body).await.as_deref(), Some("<body>"));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        for _ in 0..4 {
+            assert!(
+                std::pin::Pin::new(&mut body)
+                    .poll_next_batch(&mut cx)
+                    .is_pending()
+            );
+        }
+        let read = pulled.load(Ordering::SeqCst);
+        assert!(
+            read <= 2 * ahead,
+            "read {read} template bytes with a read-ahead of {ahead}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn big_fragments_before_the_primary_holding_every_fetch_slot_do_not_time_it_out() {
+    let fetcher = MemFetcher::with(&[("/p", Script::ok("P").status(404))]);
+    for big in ["/big1", "/big2"] {
+        fetcher
+            .big
+            .lock()
+            .expect("lock")
+            .insert(format!("http://t{big}"), (4 << 20, 16 * 1024));
+    }
+    let s = ComposeSettings {
+        max_parallel: 2,
+        ..settings()
+    };
+    let (ctx, _) = context(&fetcher, s);
+    // Each big fragment fills its buffer and waits for its turn, which
+    // comes only once the page's head is out: after the primary's head.
+    let text = "<fragment src=\"/big1\"></fragment><fragment src=\"/big2\"></fragment>\
+                <fragment src=\"/p\" primary></fragment>";
+    match compose(template(text, 4096), ctx).await {
+        Page::Composed { status, body, .. } => {
+            assert_eq!(status, Some(StatusCode::NOT_FOUND));
+            let page =
+                weir_stream::consume::bytes(body, weir_stream::consume::ConsumeOptions::new())
+                    .await
+                    .expect("page");
+            assert_eq!(page.len(), 2 * (4 << 20) + 1);
+        }
+        other => panic!("a healthy primary behind two big fragments: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_whose_coding_or_nesting_cannot_be_used_fails_the_page() {
+    // Its head said 200, but its body could never be spliced: the page
+    // must not go out as a 200 without its main content.
+    for (script, s) in [
+        (
+            Script::ok("brotli bytes").header("content-encoding", "br"),
+            settings(),
+        ),
+        (
+            Script::ok("<p>a template</p>").header("x-weir-template", "1"),
+            ComposeSettings {
+                max_depth: 0,
+                ..settings()
+            },
+        ),
+    ] {
+        let fetcher = MemFetcher::with(&[("/p", script)]);
+        let (ctx, _) = context(&fetcher, s);
+        match compose(template("<b>x</b><fragment src=\"/p\" primary/>", 64), ctx).await {
+            Page::Failed { status, .. } => assert_eq!(status, StatusCode::BAD_GATEWAY),
+            Page::Composed { status, .. } => panic!("composed with status {status:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1069,3 +1069,30 @@ async fn a_conditional_miss_fills_the_cache_with_the_full_response() {
     assert_eq!(body, Versioned::body(1));
     assert_eq!(up.requests(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_age_or_max_age_past_2_pow_31_from_the_upstream_counts_as_2_pow_31_not_a_panic() {
+    let origin = start_origin().await;
+    let p = start_cached(origin.addr, "").await;
+    // Age: 2^64 - 1 (RFC 9111 §1.2.2: taken as 2^31). Stored stale; a
+    // second later, the age sum overflowed and every request for the key
+    // panicked (an empty reply) for as long as the entry was kept.
+    let old = p.url("/response-headers?Cache-Control=max-age%3D60&Age=18446744073709551615");
+    let (s, x, _, _) = fetch(&old, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("MISS")));
+    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    for _ in 0..2 {
+        let (s, x, _, _) = fetch(&old, &[]).await;
+        assert_eq!((s, x.as_deref()), (200, Some("MISS")), "stale: refetched");
+    }
+    // max-age=2^64-1: the fill's freshness sum overflowed and nothing was
+    // stored; taken as 2^31 it is fresh for 68 years.
+    let forever = p.url("/response-headers?Cache-Control=max-age%3D18446744073709551615");
+    let fills = p.stats.fills.load(Ordering::Relaxed);
+    let (s, x, _, _) = fetch(&forever, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("MISS")));
+    p.wait(|s| s.fills.load(Ordering::Relaxed), fills + 1).await;
+    let (s, x, _, _) = fetch(&forever, &[]).await;
+    assert_eq!((s, x.as_deref()), (200, Some("HIT")));
+}

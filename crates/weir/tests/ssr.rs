@@ -562,3 +562,58 @@ async fn an_upstream_response_marked_as_a_template_is_composed_and_others_pass_t
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_file_page_may_include_its_own_path_on_the_upstream() {
+    let origin = start_origin().await;
+    // The file is not served from the upstream's /fragment/me: fetching
+    // that URL for a request of /fragment/me is no include loop.
+    let site = site(
+        &origin,
+        "<main><fragment src=\"/fragment/me\" primary></fragment></main>",
+        "",
+        "",
+    );
+    let proxy = start_proxy(&site.config).await;
+    let (status, _, body) = page(&proxy, "/fragment/me").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, format!("<main>{}</main>", markup("me")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_or_conditional_request_gets_the_whole_composed_page_not_the_templates_206_or_304()
+{
+    let origin = start_origin().await;
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n\n\
+         [route.ssr]\ndetect = \"html\"\n",
+        origin.addr
+    );
+    let proxy = start_proxy(&config).await;
+    let whole = std::fs::read(fixtures().join("index.html")).expect("fixture");
+    // The template's validators and ranges are not the composed page's: a
+    // 206 of the template (sent without its Content-Range) or a 304 saying
+    // the template is unchanged cannot stand for the page.
+    for (name, value) in [
+        ("range", "bytes=0-99"),
+        ("if-modified-since", "Fri, 01 Jan 2100 00:00:00 GMT"),
+        ("if-none-match", "*"),
+    ] {
+        let out = curl(&[
+            "-sS",
+            "-H",
+            &format!("{name}: {value}"),
+            "-D",
+            "-",
+            &proxy.url("/index.html"),
+        ]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.starts_with("HTTP/1.1 200"), "{name}: {text}");
+        assert!(
+            text.ends_with(std::str::from_utf8(&whole).expect("utf-8")),
+            "{name}: {text}"
+        );
+    }
+}

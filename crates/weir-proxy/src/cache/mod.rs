@@ -7,6 +7,8 @@
 //! - `collapse`: one upstream request per key at a time;
 //! - `revalidate`: background revalidation (`stale-while-revalidate`);
 //! - `conditional`: a client's own conditional request against an entry.
+//! - `bounded`: response heads as the policy sees them (delta-seconds
+//!   capped at 2^31, RFC 9111 §1.2.2).
 //!
 //! Freshness, Vary matching, validators and storability are decided by
 //! `http-cache-semantics` (shared-cache rules). Only `GET` is stored;
@@ -27,6 +29,7 @@
 //! serves, which then becomes a `304`; requests that fill the cache go
 //! upstream without them, so the cache always gets the full response.
 
+mod bounded;
 mod collapse;
 mod conditional;
 mod fill;
@@ -591,7 +594,7 @@ fn refresh(
         headers.insert(name, v.clone());
     }
     headers.remove(header::AGE);
-    let policy = match entry.policy.after_response(view, resp, now) {
+    let policy = match bounded::after_response(&entry.policy, view, resp, now) {
         AfterResponse::NotModified(policy, _) => policy,
         // http-cache-semantics pairs a 304 with an entry by validators
         // only; this one answered our request about `entry`.
@@ -599,7 +602,7 @@ fn refresh(
             let mut parts = Response::new(()).into_parts().0;
             parts.status = entry.status;
             parts.headers = headers.clone();
-            CachePolicy::new(view, &parts)
+            bounded::policy(view, &parts)
         }
     };
     Some(Arc::new(Entry::new(
@@ -628,7 +631,7 @@ impl Fill {
         source: ResponseSource,
         empty: bool,
     ) -> ResponseSource {
-        let policy = CachePolicy::new(&self.view, &*head);
+        let policy = bounded::policy(&self.view, head);
         let stored_fields = head.headers.clone();
         let not_modified =
             conditional::not_modified(&self.view.headers, head.status, &stored_fields);

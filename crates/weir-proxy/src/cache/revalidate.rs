@@ -24,7 +24,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use http_cache_semantics::CachePolicy;
 use hyper::body::Incoming;
 use weir_stream::SourceExt as _;
 use weir_stream::body::HttpBodySource;
@@ -123,7 +122,7 @@ impl Revalidation {
             return;
         }
         let (parts, body) = resp.into_parts();
-        let policy = CachePolicy::new(&view, &parts);
+        let policy = super::bounded::policy(&view, &parts);
         if !policy.is_storable() || status == StatusCode::PARTIAL_CONTENT {
             // Superseded by a response the cache may not keep.
             cache.store.remove_variant(&key, &entry);

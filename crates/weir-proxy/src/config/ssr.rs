@@ -26,6 +26,16 @@ const MAX_DEPTH: usize = 10;
 /// `fragment_buffer_bytes` bounds: 1 KiB to 64 MiB.
 const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
 
+/// The client's conditional and range fields, never forwarded to fragments.
+const NOT_FOR_FRAGMENTS: [HeaderName; 6] = [
+    http::header::IF_NONE_MATCH,
+    http::header::IF_MODIFIED_SINCE,
+    http::header::IF_MATCH,
+    http::header::IF_UNMODIFIED_SINCE,
+    http::header::IF_RANGE,
+    http::header::RANGE,
+];
+
 /// The client request fields forwarded to fragments unless
 /// `forward_headers` says otherwise.
 pub const DEFAULT_FORWARD_HEADERS: [&str; 3] = ["accept-language", "user-agent", "referer"];
@@ -184,6 +194,13 @@ pub(super) fn route_ssr(
 }
 
 /// Why a client field may not be listed in `forward_headers`, if it may not.
+///
+/// A fragment request is a `GET` of its own, to its own host: the client's
+/// connection fields, framing and `Host` are not its to carry (a
+/// `Content-Length` on a bodiless GET would make the upstream read the
+/// next pooled request as a body, RFC 9112 §6); validators and ranges are
+/// about the page the client has, not a fragment (a 304 would fail the
+/// fragment, a 206 would splice a part of it into the page).
 fn refused_forward(name: &HeaderName) -> Option<&'static str> {
     let n = name.as_str();
     if n == "cookie" {
@@ -204,20 +221,12 @@ fn refused_forward(name: &HeaderName) -> Option<&'static str> {
     if SET_BY_WEIR.contains(&n) {
         return Some("Weir sets it on every fragment request");
     }
-    // Framing and hop-by-hop fields describe the client's own message or
-    // connection (RFC 9110 §7.6.1, RFC 9112 §6): a fragment GET has no body.
-    const FRAMING: [&str; 8] = [
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "expect",
-    ];
-    if FRAMING.contains(&n) || n.starts_with("proxy-") {
+    const FRAMING: [&str; 4] = ["content-length", "transfer-encoding", "trailer", "expect"];
+    if crate::headers::is_hop_by_hop(name) || FRAMING.contains(&n) || n.starts_with("proxy-") {
         return Some("it describes the client's own message or connection");
+    }
+    if NOT_FOR_FRAGMENTS.contains(name) {
+        return Some("it is about the page the client has, not a fragment");
     }
     None
 }
@@ -321,5 +330,50 @@ mod tests {
         assert!(e.contains("detect"), "{e}");
         let e = parse("[route.ssr]\nfragment_timout = \"1s\"\n").expect_err("typo");
         assert!(e.contains("fragment_timout"), "{e}");
+    }
+
+    #[test]
+    fn forward_headers_refuse_hop_by_hop_framing_and_host_fields() {
+        for name in [
+            "Connection",
+            "keep-alive",
+            "TE",
+            "transfer-encoding",
+            "upgrade",
+            "proxy-connection",
+            "content-length",
+            "host",
+        ] {
+            let e = parse(&format!(
+                "[route.ssr]\nforward_headers = [\"accept-language\", \"{name}\"]\n"
+            ))
+            .expect_err(name);
+            assert!(
+                e.starts_with("t.toml:8:") && e.contains("route[0].ssr.forward_headers[1]"),
+                "{e}"
+            );
+            assert!(e.contains(&format!("{name:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn forward_headers_refuse_conditional_and_range_fields() {
+        // A fragment's 304 or 206 to the client's validators or range would
+        // fail it, or splice a part of it into the page.
+        for name in [
+            "If-None-Match",
+            "if-modified-since",
+            "if-match",
+            "if-unmodified-since",
+            "if-range",
+            "range",
+        ] {
+            let e =
+                parse(&format!("[route.ssr]\nforward_headers = [\"{name}\"]\n")).expect_err(name);
+            assert!(
+                e.starts_with("t.toml:8:") && e.contains("route[0].ssr.forward_headers[0]"),
+                "{e}"
+            );
+        }
     }
 }

@@ -261,6 +261,7 @@ pub fn context(fetcher: &Arc<MemFetcher>, settings: ComposeSettings) -> (PageCon
             fetcher,
             settings: Arc::new(settings),
             base: "http://t/page".into(),
+            template_at_base: true,
             headers: HeaderMap::new(),
             observer: counts.clone(),
         },
