@@ -173,15 +173,19 @@ impl Proxy {
                 cache.stats().count_into(Arc::clone(&metrics));
                 cache
             });
-        let upstream_urls: Arc<[UpstreamUrl]> = upstreams.iter().map(|u| u.url.clone()).collect();
         let fetchers = config
             .routes
             .iter()
             .map(|r| {
                 r.ssr.as_ref().map(|s| {
+                    let allowed: Arc<[UpstreamUrl]> = s
+                        .fragment_upstreams
+                        .iter()
+                        .filter_map(|&i| upstreams.get(i).map(|u| u.url.clone()))
+                        .collect();
                     Arc::new(crate::ssr::ProxyFetcher::new(
                         client.clone(),
-                        Arc::clone(&upstream_urls),
+                        allowed,
                         config.server.body_idle_timeout,
                         &config.server.via_pseudonym,
                         cache.clone().filter(|_| s.cache_fragments),

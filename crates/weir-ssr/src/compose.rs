@@ -490,7 +490,11 @@ impl Core {
             },
             Head::Response { status, headers } => {
                 let mut set = primary_fields(&headers, status.is_redirection());
-                if status.is_server_error() {
+                // A 5xx, and a 3xx that leads nowhere (a 304, a redirect
+                // without Location): there is no page to send.
+                let dead_end = status == StatusCode::NOT_MODIFIED
+                    || (status.is_redirection() && !headers.contains_key(header::LOCATION));
+                if status.is_server_error() || dead_end {
                     Decision::Failed {
                         status: StatusCode::BAD_GATEWAY,
                         reason: format!("primary fragment answered {status}"),

@@ -175,8 +175,10 @@ async fn the_primary_sets_status_and_fields_and_a_redirect_or_failure_replaces_t
         other => panic!("{other:?}"),
     }
 
-    // A timeout: 504; an error or 5xx: 502.
+    // A timeout: 504; an error, a 5xx, a 304 or a redirect to nowhere: 502.
     for (script, want) in [
+        (Script::ok("").status(304), StatusCode::BAD_GATEWAY),
+        (Script::ok("").status(302), StatusCode::BAD_GATEWAY),
         (
             Script::ok("late").delayed(5000),
             StatusCode::GATEWAY_TIMEOUT,

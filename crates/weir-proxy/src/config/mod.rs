@@ -212,6 +212,9 @@ pub struct SsrSpec {
     /// Whether fragment responses go through the response cache (stored
     /// when their fields allow it, RFC 9111).
     pub cache_fragments: bool,
+    /// Indices into [`Config::upstreams`] of the upstreams fragment `src`s
+    /// may name (the route's own always among them).
+    pub fragment_upstreams: Vec<usize>,
 }
 
 /// A template file read at load time.

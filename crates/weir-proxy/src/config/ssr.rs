@@ -70,6 +70,8 @@ pub(super) struct RawSsr {
     pub forward_cookies: bool,
     #[serde(default)]
     pub cache_fragments: bool,
+    /// Upstreams whose hosts absolute `src`s may name (default: all).
+    pub fragment_upstreams: Option<Vec<Spanned<String>>>,
 }
 
 fn defaults() -> ComposeSettings {
@@ -101,6 +103,8 @@ fn d_max_depth() -> Spanned<usize> {
 pub(super) fn route_ssr(
     i: usize,
     raw: Option<&Spanned<RawSsr>>,
+    upstreams: &[super::Upstream],
+    route_upstream: usize,
     base_dir: &Path,
     errors: &Errors<'_>,
 ) -> Result<Option<SsrSpec>, ConfigError> {
@@ -162,6 +166,33 @@ pub(super) fn route_ssr(
         }
     };
 
+    let fragment_upstreams = match &s.fragment_upstreams {
+        None => (0..upstreams.len()).collect(),
+        Some(names) => {
+            // The template's own upstream is always allowed: relative
+            // `src`s resolve to it.
+            let mut out = vec![route_upstream];
+            for (k, name) in names.iter().enumerate() {
+                let Some(at) = upstreams.iter().position(|u| &u.name == name.get_ref()) else {
+                    let known: Vec<&str> = upstreams.iter().map(|u| u.name.as_str()).collect();
+                    return Err(errors.at(
+                        name.span(),
+                        format!("route[{i}].ssr.fragment_upstreams[{k}]"),
+                        format!(
+                            "no upstream named {:?} (declared: {})",
+                            name.get_ref(),
+                            known.join(", ")
+                        ),
+                    ));
+                };
+                if !out.contains(&at) {
+                    out.push(at);
+                }
+            }
+            out
+        }
+    };
+
     let template_file = match &s.template_file {
         None => None,
         Some(path) => Some(read_template(
@@ -190,6 +221,7 @@ pub(super) fn route_ssr(
         forward_headers,
         forward_cookies: s.forward_cookies,
         cache_fragments: s.cache_fragments,
+        fragment_upstreams,
     }))
 }
 
@@ -354,6 +386,31 @@ mod tests {
             );
             assert!(e.contains(&format!("{name:?}")), "{e}");
         }
+    }
+
+    #[test]
+    fn fragment_upstreams_default_to_all_and_always_include_the_routes_own() {
+        let two = "[[upstream]]\nname = \"frags\"\nurl = \"http://127.0.0.1:3001\"\n\n";
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let parse2 = |lines: &str| {
+            Config::parse(&format!("{two}{UP}{lines}\n"), "t.toml", &root)
+                .map_err(|e| e.to_string())
+        };
+        let c = parse2("[route.ssr]\n").expect("valid");
+        assert_eq!(
+            c.routes[0].ssr.as_ref().expect("ssr").fragment_upstreams,
+            vec![0, 1]
+        );
+        let c = parse2("[route.ssr]\nfragment_upstreams = []\n").expect("valid");
+        assert_eq!(
+            c.routes[0].ssr.as_ref().expect("ssr").fragment_upstreams,
+            vec![1]
+        );
+        let e = parse2("[route.ssr]\nfragment_upstreams = [\"nope\"]\n").expect_err("unknown");
+        assert!(
+            e.contains("route[0].ssr.fragment_upstreams[0]") && e.contains("frags"),
+            "{e}"
+        );
     }
 
     #[test]

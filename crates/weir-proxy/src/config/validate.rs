@@ -210,7 +210,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         let transforms = route_transforms(i, r, &errors)?;
         let mirror = route_mirror(i, r, &upstreams, &errors)?;
         let body_log = route_body_log(i, r, &errors)?;
-        let ssr = super::ssr::route_ssr(i, r.ssr.as_ref(), base_dir, &errors)?;
+        let ssr = super::ssr::route_ssr(i, r.ssr.as_ref(), &upstreams, index, base_dir, &errors)?;
         if r.cache
             && let Some(raw) = &r.ssr
         {
