@@ -12,8 +12,8 @@ use serde_json::Value;
 use weir_origin::pattern;
 
 use common::{
-    both_clients, bounded, get, h1_client, h2_client, header, raw_exchange, read_body, read_text,
-    send, sha256_hex, url,
+    assert_bodiless, both_clients, bounded, get, h1_client, h2_client, header, raw_exchange,
+    read_body, read_text, send, sha256_hex, url,
 };
 
 #[tokio::test]
@@ -44,20 +44,7 @@ async fn status_responds_with_requested_code_and_reason() {
 async fn status_204_205_and_304_have_no_body() {
     let origin = common::start().await;
     for code in [204_u16, 205, 304] {
-        let reply = raw_exchange(
-            origin.local_addr(),
-            format!("GET /status/{code} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-                .as_bytes(),
-        )
-        .await;
-        let text = String::from_utf8_lossy(&reply);
-        assert!(text.starts_with(&format!("HTTP/1.1 {code} ")), "{text}");
-        let (head, body) = text.split_once("\r\n\r\n").expect("head ends");
-        assert!(body.is_empty(), "{code}: body {body:?}");
-        assert!(
-            !head.to_ascii_lowercase().contains("content-type"),
-            "{head}"
-        );
+        assert_bodiless(&origin, &format!("/status/{code}"), code).await;
     }
     origin.shutdown().await;
 }

@@ -168,3 +168,22 @@ pub async fn curl(args: &[&str]) -> Output {
     .await
     .expect("curl task")
 }
+
+/// `GET path` over a raw HTTP/1.1 connection, asserting the reply has
+/// status `code`, no body and no `Content-Type` (RFC 9110 §15.3.5,
+/// §15.4.5: 204, 205 and 304 carry no content).
+pub async fn assert_bodiless(origin: &OriginHandle, path: &str, code: u16) {
+    let reply = raw_exchange(
+        origin.local_addr(),
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&reply);
+    assert!(text.starts_with(&format!("HTTP/1.1 {code} ")), "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").expect("head ends");
+    assert!(body.is_empty(), "{code}: body {body:?}");
+    assert!(
+        !head.to_ascii_lowercase().contains("content-type"),
+        "{head}"
+    );
+}
