@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use http::Request;
 use http_body_util::Full;
 
-use common::{both_clients, get, h1_client, header, read_text, send, url};
+use common::{assert_bad_requests, both_clients, get, h1_client, header, read_text, send, url};
 
 /// `(path, words the reason must contain)`.
 const BAD: &[(&str, &str)] = &[
@@ -57,20 +57,7 @@ const BAD: &[(&str, &str)] = &[
 async fn bad_numbers_and_parameters_are_400_with_reason() {
     let origin = common::start().await;
     for (proto, client) in both_clients() {
-        for (path, reason) in BAD {
-            let response = get(&client, &url(&origin, path)).await;
-            assert_eq!(response.status(), 400, "{proto} {path}");
-            assert_eq!(
-                header(response.headers(), "content-type"),
-                Some("text/plain; charset=utf-8")
-            );
-            let text = read_text(response).await;
-            assert!(text.contains(reason), "{proto} {path}: {text:?}");
-            assert!(
-                text.ends_with('\n') && text.lines().count() == 1,
-                "{text:?}"
-            );
-        }
+        assert_bad_requests(&client, &origin, proto, BAD).await;
     }
     origin.shutdown().await;
 }

@@ -12,8 +12,8 @@ use http::{HeaderMap, Request};
 use http_body_util::{BodyExt, Full};
 
 use common::{
-    TestClient, assert_bodiless, both_clients, bounded, curl, fixtures_dir, get, h1_client,
-    h2_client, header, read_body, read_text, send, url,
+    assert_bad_requests, assert_bodiless, both_clients, bounded, curl, fixtures_dir, get,
+    h1_client, h2_client, header, read_body, read_text, send, url,
 };
 
 /// The filler line, as the endpoint documents it.
@@ -528,28 +528,11 @@ const BAD: &[(&str, &str)] = &[
     ),
 ];
 
-async fn assert_bad(client: &TestClient, origin: &weir_origin::OriginHandle, proto: &str) {
-    for (path, reason) in BAD {
-        let response = get(client, &url(origin, path)).await;
-        assert_eq!(response.status(), 400, "{proto} {path}");
-        assert_eq!(
-            header(response.headers(), "content-type"),
-            Some("text/plain; charset=utf-8")
-        );
-        let text = read_text(response).await;
-        assert!(text.contains(reason), "{proto} {path}: {text:?}");
-        assert!(
-            text.ends_with('\n') && text.lines().count() == 1,
-            "{text:?}"
-        );
-    }
-}
-
 #[tokio::test]
 async fn bad_input_is_400_with_a_one_line_reason() {
     let origin = common::start().await;
     for (proto, client) in both_clients() {
-        assert_bad(&client, &origin, proto).await;
+        assert_bad_requests(&client, &origin, proto, BAD).await;
     }
     origin.shutdown().await;
 }

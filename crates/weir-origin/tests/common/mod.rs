@@ -187,3 +187,27 @@ pub async fn assert_bodiless(origin: &OriginHandle, path: &str, code: u16) {
         "{head}"
     );
 }
+
+/// GETs each `(path, reason)` of `cases` and asserts a `400` whose
+/// one-line plain-text body contains `reason`.
+pub async fn assert_bad_requests(
+    client: &TestClient,
+    origin: &OriginHandle,
+    proto: &str,
+    cases: &[(&str, &str)],
+) {
+    for (path, reason) in cases {
+        let response = get(client, &url(origin, path)).await;
+        assert_eq!(response.status(), 400, "{proto} {path}");
+        assert_eq!(
+            header(response.headers(), "content-type"),
+            Some("text/plain; charset=utf-8")
+        );
+        let text = read_text(response).await;
+        assert!(text.contains(reason), "{proto} {path}: {text:?}");
+        assert!(
+            text.ends_with('\n') && text.lines().count() == 1,
+            "{text:?}"
+        );
+    }
+}
