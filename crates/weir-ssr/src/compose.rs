@@ -265,32 +265,20 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         depth: 0,
     };
     let mut body = PageBody::new(template, level, true);
-    let decision = poll_fn(|cx| body.inner.poll_head(cx)).await;
-    match decision {
-        Decision::Compose { status, headers } => Page::Composed {
+    match poll_fn(|cx| body.inner.poll_head(cx)).await {
+        Ok((status, headers)) => Page::Composed {
             status,
             headers,
             body,
         },
-        Decision::Redirect { status, headers } => Page::Redirect { status, headers },
-        Decision::Failed { status, reason } => Page::Failed { status, reason },
+        Err(page) => page,
     }
 }
 
-enum Decision {
-    Compose {
-        status: Option<StatusCode>,
-        headers: HeaderMap,
-    },
-    Redirect {
-        status: StatusCode,
-        headers: HeaderMap,
-    },
-    Failed {
-        status: StatusCode,
-        reason: String,
-    },
-}
+/// What [`Core::poll_head`] decides: compose with this status (`None`: the
+/// template's) and these fields, or send a page without a body (a redirect
+/// or a failure) instead.
+type HeadDecision = Result<(Option<StatusCode>, HeaderMap), Page>;
 
 impl PageBody {
     fn new(template: BoxSource, level: Level, top: bool) -> PageBody {
@@ -457,37 +445,34 @@ impl Core {
     }
 
     /// The page's head: waits for the primary's, if there is one.
-    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<Decision> {
+    fn poll_head(&mut self, cx: &mut Context<'_>) -> Poll<HeadDecision> {
         if let Err(e) = self.drive_template(cx) {
-            return Poll::Ready(Decision::Failed {
+            return Poll::Ready(Err(Page::Failed {
                 status: StatusCode::BAD_GATEWAY,
                 reason: format!("template body failed: {e}"),
-            });
+            }));
         }
         let Some(p) = self.primary else {
             self.primary_open = false;
-            return Poll::Ready(Decision::Compose {
-                status: None,
-                headers: self.links(),
-            });
+            return Poll::Ready(Ok((None, self.links())));
         };
         let Some(frag) = self.frags.get(p).and_then(Option::as_ref) else {
-            return Poll::Ready(Decision::Failed {
+            return Poll::Ready(Err(Page::Failed {
                 status: StatusCode::BAD_GATEWAY,
                 reason: "primary fragment lost".into(),
-            });
+            }));
         };
         let head = std::task::ready!(frag.reader.poll_head(cx));
         self.primary_open = false;
         Poll::Ready(match head {
-            Head::Failed { timeout, reason } => Decision::Failed {
+            Head::Failed { timeout, reason } => Err(Page::Failed {
                 status: if timeout {
                     StatusCode::GATEWAY_TIMEOUT
                 } else {
                     StatusCode::BAD_GATEWAY
                 },
                 reason: format!("primary fragment failed: {reason}"),
-            },
+            }),
             Head::Response { status, headers } => {
                 let mut set = primary_fields(&headers, status.is_redirection());
                 // A 5xx, and a 3xx that leads nowhere (a 304, a redirect
@@ -495,23 +480,20 @@ impl Core {
                 let dead_end = status == StatusCode::NOT_MODIFIED
                     || (status.is_redirection() && !headers.contains_key(header::LOCATION));
                 if status.is_server_error() || dead_end {
-                    Decision::Failed {
+                    Err(Page::Failed {
                         status: StatusCode::BAD_GATEWAY,
                         reason: format!("primary fragment answered {status}"),
-                    }
+                    })
                 } else if status.is_redirection() {
-                    Decision::Redirect {
+                    Err(Page::Redirect {
                         status,
                         headers: set,
-                    }
+                    })
                 } else {
                     for v in self.links().get_all(header::LINK) {
                         set.append(header::LINK, v.clone());
                     }
-                    Decision::Compose {
-                        status: Some(status),
-                        headers: set,
-                    }
+                    Ok((Some(status), set))
                 }
             }
         })
