@@ -32,8 +32,10 @@ fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The runtime that runs every connection: `workers` worker threads.
+fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")
@@ -121,7 +123,8 @@ fn describe(config: &Config) -> String {
     let (s, c) = (&config.server, &config.client);
     let trusted: Vec<String> = s.trusted_proxies.iter().map(ToString::to_string).collect();
     out += &format!(
-        "server    trusted_proxies={} via_pseudonym={}\n",
+        "server    workers={} trusted_proxies={} via_pseudonym={}\n",
+        s.workers,
         if trusted.is_empty() {
             "none".to_owned()
         } else {
@@ -148,7 +151,7 @@ fn describe(config: &Config) -> String {
 /// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM.
 pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
     let mut config = load(path)?;
-    runtime()?.block_on(async move {
+    runtime(config.server.workers)?.block_on(async move {
         let mut origins: Vec<OriginHandle> = Vec::new();
         let mut starts = Vec::new();
         for u in &config.upstreams {
@@ -184,9 +187,15 @@ pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
 }
 
 /// `weir origin`: run the built-in origin alone.
-pub fn origin(listen: SocketAddr, root: PathBuf) -> anyhow::Result<()> {
+pub fn origin(listen: SocketAddr, root: PathBuf, workers: Option<usize>) -> anyhow::Result<()> {
     anyhow::ensure!(root.is_dir(), "--root {}: not a directory", root.display());
-    runtime()?.block_on(async move {
+    let workers = workers.unwrap_or_else(weir_proxy::config::default_workers);
+    anyhow::ensure!(
+        (1..=weir_proxy::config::MAX_WORKERS).contains(&workers),
+        "--workers {workers}: must be 1 to {}",
+        weir_proxy::config::MAX_WORKERS
+    );
+    runtime(workers)?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;

@@ -55,6 +55,9 @@ enum Command {
         /// Directory of static files.
         #[arg(long, default_value = "fixtures")]
         root: PathBuf,
+        /// Runtime worker threads (default: one per CPU).
+        #[arg(long)]
+        workers: Option<usize>,
     },
 }
 
@@ -67,7 +70,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config } => commands::check(&config),
         Command::Serve { config } => commands::serve(config.as_deref()),
-        Command::Origin { listen, root } => commands::origin(listen, root),
+        Command::Origin {
+            listen,
+            root,
+            workers,
+        } => commands::origin(listen, root, workers),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

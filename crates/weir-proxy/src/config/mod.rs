@@ -97,6 +97,19 @@ pub struct ServerSettings {
     /// The name Weir gives itself in `Via` (`via_pseudonym`, default `weir`;
     /// RFC 9110 §7.6.3).
     pub via_pseudonym: String,
+    /// Runtime worker threads that run connections and requests (`workers`,
+    /// 1..=[`MAX_WORKERS`]; default: the CPUs this process may run on, as
+    /// `std::thread::available_parallelism` reports them).
+    pub workers: usize,
+}
+
+/// The largest `[server] workers` accepted.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The default of `[server] workers`: the CPUs this process may run on
+/// (its affinity mask and cgroup quota counted), 1 when that is unknown.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// `[client]`: how Weir talks to upstreams.

@@ -68,6 +68,7 @@ pub(super) struct RawServer {
     pub shutdown_grace: Duration,
     pub trusted_proxies: Vec<Spanned<String>>,
     pub via_pseudonym: Spanned<String>,
+    pub workers: Option<Spanned<i64>>,
 }
 
 impl Default for RawServer {
@@ -78,6 +79,7 @@ impl Default for RawServer {
             shutdown_grace: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
             via_pseudonym: Spanned::new(0..0, "weir".to_owned()),
+            workers: None,
         }
     }
 }

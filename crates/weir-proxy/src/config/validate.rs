@@ -15,8 +15,8 @@ use super::raw::{RawAdmin, RawConfig, RawUpstream};
 use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
 use super::{
-    AdminSettings, ClientSettings, Config, ConfigError, RouteSpec, ServerSettings, Upstream,
-    UpstreamTarget, UpstreamUrl,
+    AdminSettings, ClientSettings, Config, ConfigError, MAX_WORKERS, RouteSpec, ServerSettings,
+    Upstream, UpstreamTarget, UpstreamUrl, default_workers,
 };
 
 /// The listener used when the file declares none.
@@ -109,6 +109,22 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                 ));
             }
             via.get_ref().clone()
+        },
+        workers: match &raw.server.workers {
+            None => default_workers(),
+            Some(w) => usize::try_from(*w.get_ref())
+                .ok()
+                .filter(|n| (1..=MAX_WORKERS).contains(n))
+                .ok_or_else(|| {
+                    errors.at(
+                        w.span(),
+                        "server.workers",
+                        format!(
+                            "{} worker threads: must be 1 to {MAX_WORKERS} (leave it out for one per CPU)",
+                            w.get_ref()
+                        ),
+                    )
+                })?,
         },
     };
 
@@ -577,6 +593,29 @@ mod tests {
             c.admin.map(|a| a.address.to_string()).as_deref(),
             Some("127.0.0.1:9901")
         );
+    }
+
+    #[test]
+    fn workers_default_to_the_cpus_and_take_1_to_1024() {
+        let c = Config::parse(OK, "t", Path::new(".")).expect("valid");
+        assert_eq!(c.server.workers, default_workers());
+        assert!(c.server.workers >= 1);
+        for n in [1, 3, 1024] {
+            let c = Config::parse(
+                &format!("[server]\nworkers = {n}\n{OK}"),
+                "t",
+                Path::new("."),
+            )
+            .expect("valid");
+            assert_eq!(c.server.workers, n);
+        }
+        for bad in ["0", "-1", "1025", "\"2\"", "1.5"] {
+            let e = err(&format!("[server]\nworkers = {bad}\n{OK}"));
+            assert!(
+                e.starts_with("test.toml:2:") && e.contains("server.workers"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
