@@ -1,0 +1,334 @@
+"""The servers of a run: the neutral origin and the peers measured against it.
+
+Each peer is started from a config written here, so every setting that
+matters for fairness is in one place:
+
+- the neutral origin: nginx, 1 worker, no access log, sendfile, serving the
+  generated bodies (and `/chunked/`, which nginx's SSI filter sends without
+  a length, in chunks);
+- `nginx`: nginx as a proxy, 1 worker, keep-alive to the upstream, access log
+  off, responses buffered in memory only (`proxy_max_temp_file_size 0`: no
+  spill to disk);
+- `haproxy`: HAProxy, `nbthread 1`, `http-reuse always`;
+- `weir`: `target/release/weir` with `[server] workers = 1`, logging at
+  `warn` (no access log, as for the others);
+- `direct`: no proxy: the load goes straight to a second copy of the
+  neutral origin, placed on the CPU the proxies get (the baseline).
+
+Every peer speaks HTTP/1.1 and h2c (prior knowledge). With `pin`, the
+measured peer runs on one CPU of its own (see `procs.cpu_layout`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import procs
+
+# Idle upstream connections each proxy may keep: more than the largest
+# scenario's connection count, so no proxy closes connections it will need.
+UPSTREAM_IDLE = 512
+
+
+@dataclass
+class Peer:
+    """A measured server: its processes and the ports of its listeners.
+
+    `ports` maps a listener kind (`h1`, `h2c`, `static`) to a port; `servers`
+    maps the same kinds to the process that serves it, whose CPU time and
+    peak RSS are the peer's.
+    """
+
+    name: str
+    ports: dict[str, int] = field(default_factory=dict)
+    servers: dict[str, procs.Proc] = field(default_factory=dict)
+    # Each cache holds at most 16 MiB (HAProxy allocates its own up front).
+    # The response field that says whether the answer came from the cache,
+    # and the value that means a hit.
+    cache_status: tuple[str, str] | None = None
+
+    def endpoint(self, kind: str) -> tuple[procs.Proc, int] | None:
+        if kind not in self.ports:
+            return None
+        return self.servers[kind], self.ports[kind]
+
+
+def _nginx_common(tmp: Path, name: str) -> str:
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    state = tmp / name
+    for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    return f"""{user}worker_processes 1;
+daemon off;
+pid {state}/nginx.pid;
+error_log {state}/error.log warn;
+worker_rlimit_nofile 16384;
+events {{ worker_connections 8192; }}
+"""
+
+
+def _nginx_http_common(tmp: Path, name: str) -> str:
+    state = tmp / name
+    return f"""    access_log off;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    client_body_temp_path {state}/client_body;
+    proxy_temp_path {state}/proxy;
+    fastcgi_temp_path {state}/fastcgi;
+    uwsgi_temp_path {state}/uwsgi;
+    scgi_temp_path {state}/scgi;
+    types {{ text/html html; application/octet-stream bin; }}
+    default_type application/octet-stream;
+"""
+
+
+def origin_config(tmp: Path, www: Path, h1: int, h2c: int, state: str = "origin") -> str:
+    """The neutral origin: nginx serving `www` (its pid file and temp
+    directories under `tmp/state`)."""
+    return (
+        _nginx_common(tmp, state)
+        + "http {\n"
+        + _nginx_http_common(tmp, state)
+        + f"""    server {{
+        listen 127.0.0.1:{h1} backlog=4096;
+        listen 127.0.0.1:{h2c} http2 backlog=4096;
+        root {www};
+        # The SSI filter drops Content-Length: this body goes out chunked.
+        location /chunked/ {{ ssi on; ssi_types *; }}
+        location /cache/ {{ add_header Cache-Control "public, max-age=86400"; }}
+    }}
+}}
+"""
+    )
+
+
+def nginx_config(tmp: Path, www: Path, ssr_root: Path, origin: int, ports: dict[str, int]) -> str:
+    """nginx as a reverse proxy to the origin; also serves `www` itself on
+    the `static` port (the origin scenario)."""
+    proxy = """proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_max_temp_file_size 0;"""
+    return (
+        _nginx_common(tmp, "nginx")
+        + "http {\n"
+        + _nginx_http_common(tmp, "nginx")
+        + f"""    upstream origin {{
+        server 127.0.0.1:{origin};
+        keepalive {UPSTREAM_IDLE};
+        keepalive_requests 1000000;
+        keepalive_timeout 75s;
+    }}
+    proxy_cache_path {tmp}/nginx/cache levels=1:2 keys_zone=loadtest:16m max_size=16m inactive=1h use_temp_path=off;
+    server {{
+        listen 127.0.0.1:{ports["h1"]} backlog=4096;
+        listen 127.0.0.1:{ports["h2c"]} http2 backlog=4096;
+        location / {{
+            {proxy}
+        }}
+        location /cache/ {{
+            {proxy}
+            proxy_cache loadtest;
+            add_header X-Cache-Status $upstream_cache_status;
+        }}
+        location /gz/ {{
+            {proxy}
+            gzip on;
+            gzip_comp_level 5;
+            gzip_proxied any;
+            gzip_min_length 256;
+            gzip_vary on;
+        }}
+        location /ssr/ {{
+            root {ssr_root / "nginx"};
+            ssi on;
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{ports["static"]} backlog=4096;
+        root {www};
+    }}
+}}
+"""
+    )
+
+
+def haproxy_config(origin: int, ports: dict[str, int]) -> str:
+    """HAProxy, one thread, connection reuse always, a small RAM cache for
+    `/cache/` (answers carry `X-Cache-Status: HIT` when it answered)."""
+    return f"""global
+    nbthread 1
+    maxconn 8000
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 75s
+    http-reuse always
+
+cache loadtest
+    total-max-size 16
+    max-object-size 1048576
+    max-age 86400
+
+frontend fe
+    bind 127.0.0.1:{ports["h1"]}
+    bind 127.0.0.1:{ports["h2c"]} proto h2
+    use_backend cached if {{ path_beg /cache/ }}
+    default_backend origin
+
+backend origin
+    server origin 127.0.0.1:{origin}
+
+backend cached
+    http-request cache-use loadtest
+    http-response cache-store loadtest
+    http-after-response set-header X-Cache-Status HIT if {{ res.cache_hit }}
+    server origin 127.0.0.1:{origin}
+"""
+
+
+def weir_config(ssr_root: Path, origin: int, h1: int) -> str:
+    """Weir as a reverse proxy to the origin: one worker thread, the same
+    routes as nginx's locations."""
+    return f"""# Written by loadtest/run.
+[[listener]]
+address = "127.0.0.1:{h1}"
+
+[server]
+workers = 1
+
+[admin]
+enabled = false
+
+[client]
+pool_max_idle_per_host = {UPSTREAM_IDLE}
+
+[cache]
+max_bytes = 16777216
+
+[[upstream]]
+name = "origin"
+url = "http://127.0.0.1:{origin}"
+
+[[route]]
+path_prefix = "/"
+upstream = "origin"
+
+[[route]]
+path_prefix = "/cache"
+upstream = "origin"
+cache = true
+
+[[route]]
+path_prefix = "/gz"
+upstream = "origin"
+transforms = ["compress"]
+
+[route.compress]
+codings = ["gzip"]
+gzip_level = 5
+min_length = 256
+
+[[route]]
+path_prefix = "/ssr"
+upstream = "origin"
+
+[route.ssr]
+template_file = "{ssr_root / "weir" / "ssr" / "page.html"}"
+"""
+
+
+@dataclass
+class Servers:
+    """Everything a run started: the origin and the peers by name."""
+
+    origin: Peer
+    peers: dict[str, Peer]
+
+
+def start(
+    names: list[str],
+    tmp: Path,
+    www: Path,
+    ssr_root: Path,
+    weir_bin: Path,
+    server_cpus: set[int] | None,
+    other_cpus: set[int] | None,
+) -> Servers:
+    """Starts the origin and the peers in `names`, and waits until each answers.
+
+    Raises `procs.StartError` naming the peer and quoting its log when one
+    does not start.
+    """
+    o_ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+    conf = tmp / "origin.conf"
+    conf.write_text(origin_config(tmp, www, o_ports["h1"], o_ports["h2c"]))
+    o = procs.start("origin", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "origin.log", other_cpus)
+    origin = Peer("origin", dict(o_ports), {"h1": o, "h2c": o})
+    procs.wait_http(o, f"http://127.0.0.1:{o_ports['h1']}/1k.bin")
+
+    peers: dict[str, Peer] = {}
+    for name in names:
+        if name == "direct":
+            # A second copy of the origin, placed and measured like a proxy.
+            ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+            conf = tmp / "direct.conf"
+            conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"], state="direct"))
+            p = procs.start("direct", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "direct.log", server_cpus)
+            procs.wait_http(p, f"http://127.0.0.1:{ports['h1']}/1k.bin")
+            peers[name] = Peer(name, ports, {"h1": p, "h2c": p})
+            continue
+        ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+        if name == "nginx":
+            ports["static"] = procs.free_port()
+            conf = tmp / "nginx.conf"
+            conf.write_text(nginx_config(tmp, www, ssr_root, o_ports["h1"], ports))
+            p = procs.start("nginx", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "nginx.log", server_cpus)
+            peer = Peer(name, ports, {"h1": p, "h2c": p, "static": p}, ("X-Cache-Status", "HIT"))
+        elif name == "haproxy":
+            conf = tmp / "haproxy.cfg"
+            conf.write_text(haproxy_config(o_ports["h1"], ports))
+            p = procs.start("haproxy", ["haproxy", "-db", "-f", str(conf)], tmp / "haproxy.log", server_cpus)
+            peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache-Status", "HIT"))
+        elif name == "weir":
+            ports["h2c"] = ports["h1"]  # Weir serves both on one listener.
+            ports["static"] = procs.free_port()
+            conf = tmp / "weir.toml"
+            conf.write_text(weir_config(ssr_root, o_ports["h1"], ports["h1"]))
+            p = procs.start(
+                "weir",
+                [str(weir_bin), "--log-level", "warn", "serve", "--config", str(conf)],
+                tmp / "weir.log",
+                server_cpus,
+            )
+            s = procs.start(
+                "weir-origin",
+                [
+                    str(weir_bin),
+                    "--log-level",
+                    "warn",
+                    "origin",
+                    "--listen",
+                    f"127.0.0.1:{ports['static']}",
+                    "--root",
+                    str(www),
+                    "--workers",
+                    "1",
+                ],
+                tmp / "weir-origin.log",
+                server_cpus,
+            )
+            procs.wait_http(s, f"http://127.0.0.1:{ports['static']}/1k.bin")
+            peer = Peer(name, ports, {"h1": p, "h2c": p, "static": s}, ("X-Cache", "HIT"))
+        else:
+            raise ValueError(f"unknown peer {name!r}")
+        procs.wait_http(peer.servers["h1"], f"http://127.0.0.1:{ports['h1']}/1k.bin")
+        peers[name] = peer
+    return Servers(origin, peers)

@@ -1,0 +1,105 @@
+"""What a run measures: one entry per scenario, in report order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALL_PEERS = ("weir", "nginx", "haproxy", "direct")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One load shape against one body.
+
+    `kind` names the listener it uses (`h1`, `h2c`, or `static`: the peer as
+    an origin, not a proxy); `tool` the load generator (`wrk` or `h2load`);
+    `check` how the body is verified before measuring (`plain`: the bytes;
+    `gzip`: gzip-encoded, and the bytes once decoded; `cache`: the second
+    answer is a cache hit; `chunked`: the bytes, and the origin sends no
+    length); `unit` the headline figure (`rps`, or `MB/s` for throughput).
+    """
+
+    name: str
+    title: str
+    body: str
+    conns: int
+    kind: str = "h1"
+    tool: str = "wrk"
+    streams: int = 1
+    headers: tuple[tuple[str, str], ...] = ()
+    peers: tuple[str, ...] = ALL_PEERS
+    check: str = "plain"
+    unit: str = "rps"
+
+
+SCENARIOS = [
+    Scenario("get-1k-c32", "1 KiB GET, keep-alive, 32 connections", "1k", 32),
+    Scenario("get-1k-c256", "1 KiB GET, keep-alive, 256 connections", "1k", 256),
+    Scenario("get-16k-c32", "16 KiB GET, keep-alive, 32 connections", "16k", 32),
+    Scenario("get-100m-c4", "100 MiB GET, keep-alive, 4 connections (throughput)", "100m", 4, unit="MB/s"),
+    Scenario(
+        "close-1k-c32",
+        "1 KiB GET with `Connection: close` (a new connection per request), 32 at once",
+        "1k",
+        32,
+        headers=(("Connection", "close"),),
+    ),
+    Scenario(
+        "h2c-1k-c32x10",
+        "1 KiB GET over h2c (prior knowledge), 32 connections x 10 streams (h2load)",
+        "1k",
+        32,
+        kind="h2c",
+        tool="h2load",
+        streams=10,
+    ),
+    Scenario(
+        "chunked-1m-c8",
+        "1 MiB chunked response (no Content-Length from the origin), 8 connections",
+        "chunked-1m",
+        8,
+        check="chunked",
+    ),
+    Scenario(
+        "ssr-8-c32",
+        "SSR page of 8 fragments (Weir ESI includes vs nginx SSI, same page), 32 connections",
+        "ssr-page",
+        32,
+        peers=("weir", "nginx"),
+    ),
+    Scenario(
+        "cache-1k-c32",
+        "1 KiB cache hit (Weir's cache vs nginx proxy_cache vs HAProxy's cache), 32 connections",
+        "cache-1k",
+        32,
+        peers=("weir", "nginx", "haproxy"),
+        check="cache",
+    ),
+    Scenario(
+        "gzip-16k-c32",
+        "16 KiB HTML gzip-compressed by the proxy at level 5 (Weir compress vs nginx gzip), 32 connections",
+        "gzip-16k",
+        32,
+        headers=(("Accept-Encoding", "gzip"),),
+        peers=("weir", "nginx"),
+        check="gzip",
+    ),
+    Scenario(
+        "origin-1k-c32",
+        "1 KiB static file from the server itself: `weir origin` vs nginx (no proxying), 32 connections",
+        "1k",
+        32,
+        kind="static",
+        peers=("weir", "nginx"),
+    ),
+    Scenario(
+        "origin-bytes-1k-c32",
+        "`weir origin`'s `/bytes/1024` endpoint vs nginx serving the same 1 KiB as a file, 32 connections",
+        "pattern-1k",
+        32,
+        kind="static",
+        peers=("weir", "nginx"),
+    ),
+]
+
+BY_NAME = {s.name: s for s in SCENARIOS}
