@@ -116,11 +116,11 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(agg["get-1k-c32"]["weir"]["rps"], 500)
         self.assertEqual(agg["get-1k-c32"]["weir"]["rounds"], 3)
         text = report.markdown(r, {"date": "2026-12-02", "command": "x"}, [])
-        row = next(line for line in text.splitlines() if line.startswith("| `get-1k-c32`"))
+        row = next(line for line in text.splitlines() if line.startswith("| S1 `get-1k-c32`"))
         # weir rps 0.50, req/CPU-s 0.50, RSS 0.50; haproxy 2.00, 1.00, 1.00
-        self.assertEqual(row, "| `get-1k-c32` | 0.50 | 0.50 | 0.50 | 2.00 | 1.00 | 1.00 |")
-        ssr = next(line for line in text.splitlines() if line.startswith("| `ssr-8-c32`"))
-        self.assertEqual(ssr, "| `ssr-8-c32` | 3.00 | 3.00 | 1.00 |  |  |  |")
+        self.assertEqual(row, "| S1 `get-1k-c32` | 0.50 | 0.50 | 0.50 | 2.00 | 1.00 | 1.00 |")
+        ssr = next(line for line in text.splitlines() if line.startswith("| S8 `ssr-8-c32`"))
+        self.assertEqual(ssr, "| S8 `ssr-8-c32` | 3.00 | 3.00 | 1.00 |  |  |  |")
 
     def test_failed_peer_is_reported_not_measured(self):
         r = self.results()
@@ -128,7 +128,7 @@ class ReportTest(unittest.TestCase):
         text = report.markdown(r, {"date": "d"}, [])
         self.assertIn("| haproxy | failed: check: GET /1k.bin: status 502, not 200 |", text)
         self.assertNotIn("haproxy", r.aggregate()["get-1k-c32"])
-        row = next(line for line in text.splitlines() if line.startswith("| `get-1k-c32`"))
+        row = next(line for line in text.splitlines() if line.startswith("| S1 `get-1k-c32`"))
         self.assertTrue(row.endswith("| — | — | — |"), row)
 
 
@@ -143,6 +143,11 @@ class ArgsTest(unittest.TestCase):
             with self.assertRaises(SystemExit, msg=argv), contextlib.redirect_stderr(io.StringIO()) as err:
                 cli.parse_args(argv)
             self.assertIn("loadtest/run: error:", err.getvalue())
+
+    def test_scenarios_by_id_or_name_once_each(self):
+        a = cli.parse_args(["--scenarios", "S1,h2c-1k-c32x10,get-1k-c32"])
+        self.assertEqual([s.name for s in a.scenario_list], ["get-1k-c32", "h2c-1k-c32x10"])
+        self.assertEqual([s.id for s in SCENARIOS], [f"S{i}" for i in range(1, len(SCENARIOS) + 1)])
 
     def test_peers_keep_the_canonical_order(self):
         self.assertEqual(cli.parse_args(["--peers", "direct,weir"]).peer_list, ["weir", "direct"])

@@ -32,7 +32,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="rounds, interleaved across peers (default 3)")
     p.add_argument("--duration", type=float, default=5.0, help="seconds of load per measurement (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of unrecorded load per scenario and peer before its first round (default 1; 0: none)")
-    p.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated scenario names (default: all)")
+    p.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated scenario names or ids (S1..S12; default: all)")
     p.add_argument("--peers", default=",".join(ALL_PEERS), help="comma-separated peers among weir,nginx,haproxy,direct (default: all)")
     p.add_argument("--out", type=Path, help="directory for the report (default loadtest/results; with --smoke, the temp directory)")
     p.add_argument("--name", help="file name stem of the report (default: today's date, YYYY-MM-DD)")
@@ -53,8 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     names = [n for n in args.scenarios.split(",") if n]
     unknown = [n for n in names if n not in BY_NAME]
     if unknown or not names:
-        p.error(f"unknown scenario {', '.join(unknown) or '(none given)'}; known: {', '.join(BY_NAME)}")
-    args.scenario_list = [BY_NAME[n] for n in names]
+        p.error(f"unknown scenario {', '.join(unknown) or '(none given)'}; known: {', '.join(f'{s.id} {s.name}' for s in SCENARIOS)}")
+    args.scenario_list = list(dict.fromkeys(BY_NAME[n] for n in names))
     peer_names = [n for n in args.peers.split(",") if n]
     bad = [n for n in peer_names if n not in ALL_PEERS]
     if bad or not peer_names or len(set(peer_names)) != len(peer_names):

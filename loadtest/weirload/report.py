@@ -87,7 +87,7 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
     for s in results.scenarios:
         row = agg.get(s.name, {})
         base = row.get(BASELINE)
-        cells = [f"`{s.name}`"]
+        cells = [f"{s.id} `{s.name}`"]
         for p in others:
             a = row.get(p)
             if p not in s.peers:
@@ -111,7 +111,7 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
 
     lines += ["", "## Scenarios", ""]
     for s in results.scenarios:
-        lines += [f"### `{s.name}`: {s.title}", ""]
+        lines += [f"### {s.id} `{s.name}`: {s.title}", ""]
         row = agg.get(s.name, {})
         base = row.get(BASELINE)
         lines += [
@@ -196,7 +196,7 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
                 xs.append(value)
             ax.barh(ys, xs, height=height, label=p, color=COLORS.get(p))
         ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_yticks(range(len(scen)), [s.name for s in scen])
+        ax.set_yticks(range(len(scen)), [f"{s.id} {s.name}" for s in scen])
         ax.invert_yaxis()
         ax.set_xlabel("ratio to nginx (higher is better)")
         ax.set_title(title)
@@ -225,7 +225,7 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
             ax.set_xticks(range(len(marks)), [label for _, label in marks])
             ax.set_yscale("log")
             ax.set_ylabel("ms")
-            ax.set_title(s.name, fontsize=10)
+            ax.set_title(f"{s.id} {s.name}", fontsize=10)
             ax.legend(fontsize=7)
         for k in range(len(scen), rows * cols):
             axes[k // cols][k % cols].axis("off")

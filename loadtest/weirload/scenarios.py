@@ -17,8 +17,11 @@ class Scenario:
     `gzip`: gzip-encoded, and the bytes once decoded; `cache`: the second
     answer is a cache hit; `chunked`: the bytes, and the origin sends no
     length); `unit` the headline figure (`rps`, or `MB/s` for throughput).
+    `id` is its short name (`S1`...), in the order the loadtest issue lists
+    them; `--scenarios` takes either.
     """
 
+    id: str
     name: str
     title: str
     body: str
@@ -33,11 +36,12 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("get-1k-c32", "1 KiB GET, keep-alive, 32 connections", "1k", 32),
-    Scenario("get-1k-c256", "1 KiB GET, keep-alive, 256 connections", "1k", 256),
-    Scenario("get-16k-c32", "16 KiB GET, keep-alive, 32 connections", "16k", 32),
-    Scenario("get-100m-c4", "100 MiB GET, keep-alive, 4 connections (throughput)", "100m", 4, unit="MB/s"),
+    Scenario("S1", "get-1k-c32", "1 KiB GET, keep-alive, 32 connections", "1k", 32),
+    Scenario("S2", "get-1k-c256", "1 KiB GET, keep-alive, 256 connections", "1k", 256),
+    Scenario("S3", "get-16k-c32", "16 KiB GET, keep-alive, 32 connections", "16k", 32),
+    Scenario("S4", "get-100m-c4", "100 MiB GET, keep-alive, 4 connections (throughput)", "100m", 4, unit="MB/s"),
     Scenario(
+        "S5",
         "close-1k-c32",
         "1 KiB GET with `Connection: close` (a new connection per request), 32 at once",
         "1k",
@@ -45,6 +49,7 @@ SCENARIOS = [
         headers=(("Connection", "close"),),
     ),
     Scenario(
+        "S6",
         "h2c-1k-c32x10",
         "1 KiB GET over h2c (prior knowledge), 32 connections x 10 streams (h2load)",
         "1k",
@@ -54,6 +59,7 @@ SCENARIOS = [
         streams=10,
     ),
     Scenario(
+        "S7",
         "chunked-1m-c8",
         "1 MiB chunked response (no Content-Length from the origin), 8 connections",
         "chunked-1m",
@@ -61,6 +67,7 @@ SCENARIOS = [
         check="chunked",
     ),
     Scenario(
+        "S8",
         "ssr-8-c32",
         "SSR page of 8 fragments (Weir ESI includes vs nginx SSI, same page), 32 connections",
         "ssr-page",
@@ -68,6 +75,7 @@ SCENARIOS = [
         peers=("weir", "nginx"),
     ),
     Scenario(
+        "S9",
         "cache-1k-c32",
         "1 KiB cache hit (Weir's cache vs nginx proxy_cache vs HAProxy's cache), 32 connections",
         "cache-1k",
@@ -76,6 +84,7 @@ SCENARIOS = [
         check="cache",
     ),
     Scenario(
+        "S10",
         "gzip-16k-c32",
         "16 KiB HTML gzip-compressed by the proxy at level 5 (Weir compress vs nginx gzip), 32 connections",
         "gzip-16k",
@@ -85,6 +94,7 @@ SCENARIOS = [
         check="gzip",
     ),
     Scenario(
+        "S11",
         "origin-1k-c32",
         "1 KiB static file from the server itself: `weir origin` vs nginx (no proxying), 32 connections",
         "1k",
@@ -93,6 +103,7 @@ SCENARIOS = [
         peers=("weir", "nginx"),
     ),
     Scenario(
+        "S12",
         "origin-bytes-1k-c32",
         "`weir origin`'s `/bytes/1024` endpoint vs nginx serving the same 1 KiB as a file, 32 connections",
         "pattern-1k",
@@ -102,4 +113,4 @@ SCENARIOS = [
     ),
 ]
 
-BY_NAME = {s.name: s for s in SCENARIOS}
+BY_NAME = {s.name: s for s in SCENARIOS} | {s.id: s for s in SCENARIOS}
