@@ -121,6 +121,8 @@ def metadata(args: argparse.Namespace, layout: str, argv: list[str]) -> dict[str
             f"(up to {args.retakes} times) and flagged if it stays disturbed"
         ),
         "layout": layout,
+        "weir binary": str(args.weir)
+        + (" (a debug build: its figures say nothing of Weir's speed)" if "debug" in args.weir.parts else ""),
     }
 
 
