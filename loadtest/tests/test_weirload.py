@@ -5,6 +5,7 @@ The whole tool runs against real servers in `loadtest/run --smoke` (CI).
 """
 
 import contextlib
+import datetime
 import hashlib
 import io
 import sys
@@ -139,7 +140,19 @@ class ArgsTest(unittest.TestCase):
         self.assertEqual(len(a.scenario_list), len(SCENARIOS))
 
     def test_unknown_scenario_or_peer_is_refused(self):
-        for argv in (["--scenarios", "nope"], ["--peers", "weir,apache"], ["--peers", "weir,weir"], ["--duration", "0"]):
+        for argv in (
+            ["--scenarios", "nope"],
+            ["--peers", "weir,apache"],
+            ["--peers", "weir,weir"],
+            ["--duration", "0"],
+            ["--duration", "nan"],
+            ["--warmup", "100000"],
+            ["--retakes", "1000"],
+            ["--outside-limit", "-1"],
+            ["--smoke", "--rounds", "5"],
+            ["--name", "a/b"],
+            ["--peers", "haproxy", "--scenarios", "S8"],
+        ):
             with self.assertRaises(SystemExit, msg=argv), contextlib.redirect_stderr(io.StringIO()) as err:
                 cli.parse_args(argv)
             self.assertIn("loadtest/run: error:", err.getvalue())
@@ -148,6 +161,24 @@ class ArgsTest(unittest.TestCase):
         a = cli.parse_args(["--scenarios", "S1,h2c-1k-c32x10,get-1k-c32"])
         self.assertEqual([s.name for s in a.scenario_list], ["get-1k-c32", "h2c-1k-c32x10"])
         self.assertEqual([s.id for s in SCENARIOS], [f"S{i}" for i in range(1, len(SCENARIOS) + 1)])
+
+    def test_default_report_name_never_replaces_an_earlier_report(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            args = cli.parse_args(["--out", tmp])
+            out, stem = cli.output_paths(args)
+            self.assertEqual(stem, datetime.date.today().isoformat())
+            (out / f"{stem}.md").write_text("earlier")
+            _, second = cli.output_paths(args)
+            self.assertNotEqual(second, stem)
+            self.assertTrue(second.startswith(stem + "-"), second)
+            named = cli.parse_args(["--out", tmp, "--name", stem])
+            self.assertEqual(cli.output_paths(named)[1], stem)
+
+    def test_unwritable_out_is_refused_before_anything_runs(self):
+        with self.assertRaises(cli.Usage):
+            cli.output_paths(cli.parse_args(["--out", "/proc/loadtest-nope"]))
 
     def test_peers_keep_the_canonical_order(self):
         self.assertEqual(cli.parse_args(["--peers", "direct,weir"]).peer_list, ["weir", "direct"])

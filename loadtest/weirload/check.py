@@ -24,7 +24,8 @@ class CheckFailed(Exception):
 
 def _fetch(url: str, scenario: Scenario, out: Path) -> tuple[int, str, dict[str, str]]:
     head = out.with_suffix(".head")
-    argv = ["curl", "-sS", "--max-time", "60", "-o", str(out), "-D", str(head), "-w", "%{http_code} %{http_version}"]
+    argv = ["curl", "-sS", "--noproxy", "*", "--max-time", "60", "-o", str(out), "-D", str(head)]
+    argv += ["-w", "%{http_code} %{http_version}"]
     argv.append("--http2-prior-knowledge" if scenario.kind == "h2c" else "--http1.1")
     for name, value in scenario.headers:
         argv += ["-H", f"{name}: {value}"]
@@ -89,7 +90,15 @@ def check_origin_chunked(url: str, workdir: Path) -> None:
     chunked scenario would measure nothing otherwise)."""
     out = workdir / "origin-chunked.body"
     head = out.with_suffix(".head")
-    subprocess.run(["curl", "-sS", "--http1.1", "-o", str(out), "-D", str(head), url], check=True, timeout=60)
+    try:
+        subprocess.run(
+            ["curl", "-sS", "--noproxy", "*", "--http1.1", "-o", str(out), "-D", str(head), url],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        raise CheckFailed(f"the origin does not answer {url}: {e}") from e
     text = head.read_text(errors="replace").lower()
     if "transfer-encoding: chunked" not in text or "content-length" in text:
         raise CheckFailed(f"the origin sends {url} with a length, not chunked")

@@ -208,7 +208,9 @@ def run_once(
     rss = procs.hwm_kib(server_pids) / 1024
 
     if not server.alive():
-        raise LoadError(f"{server.name} exited during the run; its log:\n{server.log_tail()}")
+        raise LoadError(f"{server.name} ended during the run ({server.exit_text()}); its log:\n{server.log_tail()}")
+    if server is not origin.servers["h1"] and not origin.servers["h1"].alive():
+        raise LoadError(f"the origin ended during the run ({origin.servers['h1'].exit_text()})")
     if child.timed_out:
         raise LoadError(f"{argv[0]} did not finish within {duration + 60:.0f} s")
     if child.returncode != 0:
@@ -218,6 +220,13 @@ def run_once(
     else:
         load = parse_h2load(child.stdout, (workdir / "h2load.log").read_text(errors="replace"))
 
+    if load.errors:
+        raise LoadError(
+            f"{load.errors} errors (connect, read, write, timeout or a status other than 2xx/3xx) "
+            f"among {load.requests} answers: not a fair measurement"
+        )
+    if load.requests == 0:
+        raise LoadError("no request completed")
     hz = procs.CLK_TCK
     server_cpu = (s1 - s0) / hz
     origin_cpu = (o1 - o0) / hz

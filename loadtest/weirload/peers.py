@@ -245,90 +245,70 @@ template_file = "{ssr_root / "weir" / "ssr" / "page.html"}"
 """
 
 
-@dataclass
-class Servers:
-    """Everything a run started: the origin and the peers by name."""
+def start_origin(tmp: Path, www: Path, cpus: set[int] | None) -> Peer:
+    """Starts the neutral origin on `cpus` and waits until it answers.
 
-    origin: Peer
-    peers: dict[str, Peer]
+    Raises `procs.StartError` (quoting its log) when it does not start.
+    """
+    ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+    conf = tmp / "origin.conf"
+    conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"]))
+    o = procs.start("origin", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "origin.log", cpus)
+    procs.wait_http(o, f"http://127.0.0.1:{ports['h1']}/1k.bin")
+    return Peer("origin", ports, {"h1": o, "h2c": o})
 
 
-def start(
-    names: list[str],
+def start_peer(
+    name: str,
+    kind: str,
+    origin: Peer,
     tmp: Path,
     www: Path,
     ssr_root: Path,
     weir_bin: Path,
-    server_cpus: set[int] | None,
-    other_cpus: set[int] | None,
-) -> Servers:
-    """Starts the origin and the peers in `names`, and waits until each answers.
+    cpus: set[int] | None,
+) -> Peer:
+    """Starts peer `name` for scenarios of listener `kind` (`static`: the
+    peer as an origin; otherwise as a proxy to `origin`) on `cpus`, and
+    waits until it answers.
 
-    Raises `procs.StartError` naming the peer and quoting its log when one
+    Raises `procs.StartError` naming the peer and quoting its log when it
     does not start.
     """
-    o_ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
-    conf = tmp / "origin.conf"
-    conf.write_text(origin_config(tmp, www, o_ports["h1"], o_ports["h2c"]))
-    o = procs.start("origin", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "origin.log", other_cpus)
-    origin = Peer("origin", dict(o_ports), {"h1": o, "h2c": o})
-    procs.wait_http(o, f"http://127.0.0.1:{o_ports['h1']}/1k.bin")
-
-    peers: dict[str, Peer] = {}
-    for name in names:
-        if name == "direct":
-            # A second copy of the origin, placed and measured like a proxy.
-            ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
-            conf = tmp / "direct.conf"
-            conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"], state="direct"))
-            p = procs.start("direct", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "direct.log", server_cpus)
-            procs.wait_http(p, f"http://127.0.0.1:{ports['h1']}/1k.bin")
-            peers[name] = Peer(name, ports, {"h1": p, "h2c": p})
-            continue
-        ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
-        if name == "nginx":
-            ports["static"] = procs.free_port()
-            conf = tmp / "nginx.conf"
-            conf.write_text(nginx_config(tmp, www, ssr_root, o_ports["h1"], ports))
-            p = procs.start("nginx", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "nginx.log", server_cpus)
-            peer = Peer(name, ports, {"h1": p, "h2c": p, "static": p}, ("X-Cache-Status", "HIT"))
-        elif name == "haproxy":
-            conf = tmp / "haproxy.cfg"
-            conf.write_text(haproxy_config(o_ports["h1"], ports))
-            p = procs.start("haproxy", ["haproxy", "-db", "-f", str(conf)], tmp / "haproxy.log", server_cpus)
-            peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache-Status", "HIT"))
-        elif name == "weir":
-            ports["h2c"] = ports["h1"]  # Weir serves both on one listener.
-            ports["static"] = procs.free_port()
-            conf = tmp / "weir.toml"
-            conf.write_text(weir_config(ssr_root, o_ports["h1"], ports["h1"]))
-            p = procs.start(
-                "weir",
-                [str(weir_bin), "--log-level", "warn", "serve", "--config", str(conf)],
-                tmp / "weir.log",
-                server_cpus,
-            )
-            s = procs.start(
-                "weir-origin",
-                [
-                    str(weir_bin),
-                    "--log-level",
-                    "warn",
-                    "origin",
-                    "--listen",
-                    f"127.0.0.1:{ports['static']}",
-                    "--root",
-                    str(www),
-                    "--workers",
-                    "1",
-                ],
-                tmp / "weir-origin.log",
-                server_cpus,
-            )
-            procs.wait_http(s, f"http://127.0.0.1:{ports['static']}/1k.bin")
-            peer = Peer(name, ports, {"h1": p, "h2c": p, "static": s}, ("X-Cache", "HIT"))
-        else:
-            raise ValueError(f"unknown peer {name!r}")
-        procs.wait_http(peer.servers["h1"], f"http://127.0.0.1:{ports['h1']}/1k.bin")
-        peers[name] = peer
-    return Servers(origin, peers)
+    o = origin.ports["h1"]
+    ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+    if name == "direct":
+        # A second copy of the origin, placed and measured like a proxy.
+        conf = tmp / "direct.conf"
+        conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"], state="direct"))
+        p = procs.start("direct", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "direct.log", cpus)
+        peer = Peer(name, ports, {"h1": p, "h2c": p})
+    elif name == "nginx":
+        ports["static"] = procs.free_port()
+        conf = tmp / "nginx.conf"
+        conf.write_text(nginx_config(tmp, www, ssr_root, o, ports))
+        p = procs.start("nginx", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "nginx.log", cpus)
+        peer = Peer(name, ports, {"h1": p, "h2c": p, "static": p}, ("X-Cache-Status", "HIT"))
+    elif name == "haproxy":
+        conf = tmp / "haproxy.cfg"
+        conf.write_text(haproxy_config(o, ports))
+        p = procs.start("haproxy", ["haproxy", "-db", "-f", str(conf)], tmp / "haproxy.log", cpus)
+        peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache-Status", "HIT"))
+    elif name == "weir" and kind == "static":
+        port = procs.free_port()
+        argv = [str(weir_bin), "--log-level", "warn", "origin", "--listen", f"127.0.0.1:{port}"]
+        argv += ["--root", str(www), "--workers", "1"]
+        p = procs.start("weir-origin", argv, tmp / "weir-origin.log", cpus)
+        procs.wait_http(p, f"http://127.0.0.1:{port}/1k.bin")
+        return Peer(name, {"static": port}, {"static": p})
+    elif name == "weir":
+        ports["h2c"] = ports["h1"]  # Weir serves both on one listener.
+        conf = tmp / "weir.toml"
+        conf.write_text(weir_config(ssr_root, o, ports["h1"]))
+        argv = [str(weir_bin), "--log-level", "warn", "serve", "--config", str(conf)]
+        p = procs.start("weir", argv, tmp / "weir.log", cpus)
+        peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache", "HIT"))
+    else:
+        raise ValueError(f"unknown peer {name!r}")
+    procs.wait_http(peer.servers["h1"], f"http://127.0.0.1:{ports['h1']}/1k.bin")
+    return peer

@@ -8,6 +8,7 @@ stopped, and `stop_all()` runs on normal exit, on error and on SIGINT/SIGTERM.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -22,6 +23,9 @@ from pathlib import Path
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 REGISTRY: list["Proc"] = []
+
+# Requests of the run go to 127.0.0.1 directly, whatever http_proxy says.
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class StartError(RuntimeError):
@@ -122,10 +126,48 @@ def system_busy_ticks() -> tuple[int, int]:
     return user + nice + system + irq + softirq + steal, steal
 
 
-def _affinity(cpus: set[int] | None):
-    if cpus is None:
-        return None
-    return lambda: os.sched_setaffinity(0, cpus)
+# The signals that end a run; blocked while a child is started and
+# registered, so an interrupt cannot leave an unregistered child behind.
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _LIBC = None
+
+
+def _child_setup(cpus: set[int] | None):
+    """What a child does between fork and exec: take its CPUs, ask for
+    SIGKILL if this script dies without stopping it, and unblock the stop
+    signals it inherited blocked."""
+
+    def setup():
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+    return setup
+
+
+def _spawn(argv: list[str], name: str, log: Path, cpus: set[int] | None, **kwargs) -> "Proc":
+    """Starts `argv` in a session of its own and registers it, with the stop
+    signals blocked until it is registered."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_child_setup(cpus),
+            **kwargs,
+        )
+        proc = Proc(name, popen, log)
+        REGISTRY.append(proc)
+        return proc
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @dataclass
@@ -142,6 +184,13 @@ class Proc:
 
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def exit_text(self) -> str:
+        """How it ended: `exit status N` or `killed by signal N`."""
+        code = self.popen.poll()
+        if code is None:
+            return "still running"
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
     def tree(self) -> list[int]:
         return process_tree(self.pid) if self.alive() else []
@@ -174,24 +223,13 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def start(name: str, argv: list[str], log: Path, cpus: set[int] | None, cwd: Path | None = None) -> Proc:
+def start(name: str, argv: list[str], log: Path, cpus: set[int] | None) -> Proc:
     """Starts `argv` in its own session, output to `log`, on `cpus`."""
     with open(log, "wb") as out:
         try:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_affinity(cpus),
-                cwd=cwd,
-            )
-        except OSError as e:
+            return _spawn(argv, name, log, cpus, stdout=out, stderr=subprocess.STDOUT)
+        except (OSError, subprocess.SubprocessError) as e:
             raise StartError(f"{name}: cannot run {argv[0]}: {e}") from e
-    proc = Proc(name, popen, log)
-    REGISTRY.append(proc)
-    return proc
 
 
 def wait_http(proc: Proc, url: str, timeout: float = 15.0) -> None:
@@ -201,13 +239,11 @@ def wait_http(proc: Proc, url: str, timeout: float = 15.0) -> None:
     last = ""
     while time.monotonic() < deadline:
         if not proc.alive():
-            raise StartError(
-                f"{proc.name} exited with status {proc.popen.returncode} while starting; "
-                f"its log ({proc.log}):\n{proc.log_tail()}"
-            )
+            raise StartError(f"{proc.name} ended while starting ({proc.exit_text()}); its log:\n{proc.log_tail()}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                r.read()
+            # The status line is enough; the body is not read.
+            with _NO_PROXY.open(url, timeout=2):
+                pass
             return
         except urllib.error.HTTPError:
             return
@@ -217,23 +253,34 @@ def wait_http(proc: Proc, url: str, timeout: float = 15.0) -> None:
     raise StartError(f"{proc.name} did not answer {url} within {timeout:.0f} s ({last}); log:\n{proc.log_tail()}")
 
 
-def stop_all() -> None:
-    """Stops every process still registered, newest first."""
-    for proc in reversed(list(REGISTRY)):
-        try:
-            proc.stop()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
+def stop_all(final: bool = True) -> None:
+    """Stops every process still registered, newest first, with the stop
+    signals held off meanwhile, so a second Ctrl-C cannot cut the cleanup
+    short. `final`: they stay ignored afterwards (the run is ending);
+    otherwise one that arrived is delivered once everything is stopped."""
+    if final:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for proc in reversed(list(REGISTRY)):
+            try:
+                proc.stop()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def install_signal_handlers() -> None:
-    """SIGINT and SIGTERM unwind the run (so `finally` blocks stop processes)."""
+    """SIGINT, SIGTERM and SIGHUP unwind the run (so `finally` blocks stop
+    processes)."""
 
     def handler(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
 
 
 @dataclass
@@ -252,16 +299,8 @@ def run_child(argv: list[str], workdir: Path, cpus: set[int] | None, timeout: fl
     output and the CPU time it used (its rusage, from wait4)."""
     out_path, err_path = workdir / "child.out", workdir / "child.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-            preexec_fn=_affinity(cpus),
-        )
-    proc = Proc(argv[0], popen, err_path)
-    REGISTRY.append(proc)
+        proc = _spawn(argv, argv[0], err_path, cpus, stdout=out, stderr=err)
+    popen = proc.popen
     timed_out = threading.Event()
 
     def watchdog():

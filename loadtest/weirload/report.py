@@ -95,14 +95,20 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
             elif a is None or base is None:
                 cells += ["—", "—", "—"]
             else:
+                mark = "*" if a["disturbed"] or base["disturbed"] else ""
                 cells += [
-                    ratio_cell(headline(s, a), headline(s, base)),
-                    ratio_cell(a["requests_per_cpu_s"], base["requests_per_cpu_s"]),
+                    ratio_cell(headline(s, a), headline(s, base)) + mark,
+                    ratio_cell(a["requests_per_cpu_s"], base["requests_per_cpu_s"]) + mark,
                     ratio_cell(a["rss_mib"], base["rss_mib"]),
                 ]
         lines.append("| " + " | ".join(cells) + " |")
     notes = [f"For `{s.name}` the rps column is MB/s." for s in results.scenarios if s.unit == "MB/s"]
-    notes.append("An empty cell: the peer does not take part; —: it failed, or nginx did.")
+    if BASELINE in results.peers:
+        notes.append("An empty cell: the peer does not take part; —: it failed, or nginx did (see its scenario).")
+    else:
+        notes.append("nginx was not in this run, so there are no ratios: see the figures of each scenario.")
+    if any(m.disturbed for m in results.measurements):
+        notes.append("*: a measurement behind it stayed disturbed (see the end).")
     lines += ["", " ".join(notes)]
 
     if charts:
@@ -115,7 +121,7 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
         row = agg.get(s.name, {})
         base = row.get(BASELINE)
         lines += [
-            "| peer | rps | MB/s | p50 ms | p99 ms | p99.9 ms | errors | server cores | req/CPU-s | peak RSS MiB "
+            "| peer | rps | MB/s | p50 ms | p90 ms | p99 ms | p99.9 ms | server cores | req/CPU-s | peak RSS MiB "
             "| origin cores | generator cores | outside cores |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
@@ -135,8 +141,8 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
 
             flags = f" ({a['disturbed']:.0f} of {a['rounds']:.0f} disturbed)" if a["disturbed"] else ""
             lines.append(
-                f"| {p}{flags} | {cell('rps')} | {cell('mb_per_s')} | {cell('p50_ms')} | {cell('p99_ms')} | "
-                f"{cell('p999_ms')} | {a['errors']:.0f} | {a['server_cores']:.2f} | {cell('requests_per_cpu_s')} | "
+                f"| {p}{flags} | {cell('rps')} | {cell('mb_per_s')} | {cell('p50_ms')} | {cell('p90_ms')} | "
+                f"{cell('p99_ms')} | {cell('p999_ms')} | {a['server_cores']:.2f} | {cell('requests_per_cpu_s')} | "
                 f"{cell('rss_mib')} | {a['origin_cores']:.2f} | {a['generator_cores']:.2f} | {a['outside_cores']:.2f} |"
             )
         lines.append("")
@@ -173,6 +179,7 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     plt.rcParams["svg.hashsalt"] = "weir-loadtest"
     agg = results.aggregate()
@@ -183,7 +190,7 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
         peers = [p for p in results.peers]
         if not scen:
             return
-        fig, ax = plt.subplots(figsize=(9, 0.55 * len(scen) * max(1, len(peers)) / 2 + 1.5))
+        fig, ax = plt.subplots(figsize=(10, 0.55 * len(scen) * max(1, len(peers)) / 2 + 1.5))
         height = 0.8 / len(peers)
         for i, p in enumerate(peers):
             ys, xs = [], []
@@ -196,11 +203,16 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
                 xs.append(value)
             ax.barh(ys, xs, height=height, label=p, color=COLORS.get(p))
         ax.axvline(1.0, color="black", linewidth=0.8)
+        # A log scale: 2x and 0.5x are as far from 1 as each other.
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(ticker.LogLocator(base=2))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.set_yticks(range(len(scen)), [f"{s.id} {s.name}" for s in scen])
         ax.invert_yaxis()
-        ax.set_xlabel("ratio to nginx (higher is better)")
+        ax.set_xlabel("ratio to nginx, log scale (higher is better)")
         ax.set_title(title)
-        ax.legend(loc="lower right")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         fig.tight_layout()
         fig.savefig(out_dir / name, metadata={"Date": None})
         plt.close(fig)
@@ -211,9 +223,9 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
 
     scen = [s for s in results.scenarios if agg.get(s.name)]
     if scen:
-        cols = 3
+        cols = min(3, len(scen))
         rows = (len(scen) + cols - 1) // cols
-        fig, axes = plt.subplots(rows, cols, figsize=(12, 3.2 * rows), squeeze=False)
+        fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
         marks = [("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"), ("p999_ms", "p99.9")]
         for k, s in enumerate(scen):
             ax = axes[k // cols][k % cols]
@@ -224,6 +236,10 @@ def charts(results: Results, out_dir: Path, stem: str) -> list[tuple[str, str]]:
                 ax.bar(xs, [max(agg[s.name][p][m], 1e-3) for m, _ in marks], width=width, label=p, color=COLORS.get(p))
             ax.set_xticks(range(len(marks)), [label for _, label in marks])
             ax.set_yscale("log")
+            # Plain numbers at 1-2-5 steps, so values can be read off.
+            ax.yaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(ticker.NullFormatter())
             ax.set_ylabel("ms")
             ax.set_title(f"{s.id} {s.name}", fontsize=10)
             ax.legend(fontsize=7)
