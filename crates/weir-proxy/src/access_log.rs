@@ -11,7 +11,6 @@
 //! was made, so hyper dropped the request's future) is written then, as
 //! `client_aborted` with status 0.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -20,53 +19,9 @@ use std::time::Instant;
 use weir_stream::{Batch, StreamError, Transform};
 use weir_transform::chain::StageError;
 
-use crate::body::BodyIdleTimeout;
+use crate::body::idle::BodyIdleTimeout;
 use crate::metrics::{InFlight, Metrics, RequestSample};
-
-/// How a request ended, as the access log names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Outcome {
-    /// The whole response went to the client.
-    Ok,
-    /// The client went away before the end of the response (or of its own request body).
-    ClientAborted,
-    /// The upstream was unreachable, or failed before or during the response.
-    UpstreamError,
-    /// The upstream missed a deadline (connect, response head, body idle).
-    UpstreamTimeout,
-    /// No route matched; Weir answered 404 itself.
-    NoRoute,
-    /// The request was malformed; Weir answered 4xx itself.
-    BadRequest,
-    /// Weir's shutdown grace period ended before the response did.
-    Shutdown,
-    /// A response transform (compress, html-rewrite, ...) failed mid-body;
-    /// the reason names the stage.
-    TransformError,
-}
-
-impl Outcome {
-    /// The name used in log lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::ClientAborted => "client_aborted",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::UpstreamTimeout => "upstream_timeout",
-            Outcome::NoRoute => "no_route",
-            Outcome::BadRequest => "bad_request",
-            Outcome::Shutdown => "shutdown",
-            Outcome::TransformError => "transform_error",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::outcome::Outcome;
 
 /// Counters the request-body side shares with the log record.
 #[derive(Debug, Default)]

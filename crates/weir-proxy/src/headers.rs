@@ -9,11 +9,13 @@
 //!   an untrusted peer is removed for the same reason.
 //! - Several HTTP/2 `cookie` fields are joined with `"; "` before an
 //!   HTTP/1.1 hop (RFC 9113 §8.2.3).
+//! - A response head from an upstream is checked and cleaned before it goes
+//!   downstream ([`response_head`]).
 
 use std::net::IpAddr;
 
-use http::Version;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{StatusCode, Version};
 
 /// Fields that are hop-by-hop whether or not `Connection` names them
 /// (RFC 9110 §7.6.1, plus the obsolete `Proxy-Connection` and `Keep-Alive`).
@@ -225,6 +227,49 @@ pub fn join_cookies(headers: &mut HeaderMap) {
     if let Ok(value) = HeaderValue::from_bytes(&joined) {
         headers.insert(header::COOKIE, value);
     }
+}
+
+/// The response head filter: an upstream's head as Weir forwards it.
+/// Hop-by-hop fields removed, `Content-Length` dropped where it cannot be
+/// (1xx, 204: RFC 9110 §8.6), Weir's `Via` appended, the version reset
+/// (hyper writes the downstream connection's own).
+///
+/// # Errors
+/// What the upstream sent that Weir cannot forward faithfully: a `101`
+/// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
+/// transfer coding other than `chunked`.
+pub fn response_head(
+    parts: &mut http::response::Parts,
+    via_pseudonym: &str,
+) -> Result<(), &'static str> {
+    let status = parts.status;
+    if status == StatusCode::SWITCHING_PROTOCOLS {
+        return Err("101 Switching Protocols that was never asked for");
+    }
+    if parts
+        .headers
+        .get(header::TRANSFER_ENCODING)
+        .is_some_and(|te| !only_chunked(te))
+    {
+        return Err("a transfer coding other than chunked");
+    }
+    remove_hop_by_hop(&mut parts.headers);
+    if status.is_informational() || status == StatusCode::NO_CONTENT {
+        parts.headers.remove(header::CONTENT_LENGTH);
+    }
+    append_via(&mut parts.headers, parts.version, via_pseudonym);
+    parts.version = Version::default();
+    Ok(())
+}
+
+/// Whether a `Transfer-Encoding` value is exactly `chunked`, the one coding
+/// Weir decodes (hyper decodes it; anything else would pass through opaque).
+pub fn only_chunked(te: &HeaderValue) -> bool {
+    te.to_str().is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .all(|c| c.eq_ignore_ascii_case("chunked"))
+    })
 }
 
 fn insert_str(headers: &mut HeaderMap, name: HeaderName, value: &str) {

@@ -43,8 +43,8 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::access_log::Outcome;
 use crate::counted::ConnectionCounts;
+use crate::outcome::{MirrorOutcome, Outcome};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output: the OpenMetrics text
 /// format, which Prometheus scrapes natively.
@@ -317,7 +317,7 @@ impl Metrics {
             "Mirrored requests, by outcome",
             mirror_requests.clone(),
         );
-        for o in crate::mirror::MirrorOutcome::ALL {
+        for o in MirrorOutcome::ALL {
             drop(mirror_requests.get_or_create(&MirrorLabels {
                 outcome: o.as_str(),
             }));
@@ -433,7 +433,7 @@ impl Metrics {
     }
 
     /// Counts a finished mirrored request.
-    pub fn mirror_request(&self, outcome: crate::mirror::MirrorOutcome) {
+    pub fn mirror_request(&self, outcome: MirrorOutcome) {
         self.mirror_requests
             .get_or_create(&MirrorLabels {
                 outcome: outcome.as_str(),
@@ -549,7 +549,6 @@ impl Collector for ConnectionCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::MirrorOutcome;
 
     fn metrics() -> Metrics {
         Metrics::new(

@@ -23,47 +23,13 @@ use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use weir_stream::{ConsumerOptions, Share};
 
-use crate::body::{ClientBody, RequestBody};
+use crate::body::idle::ClientBody;
+use crate::body::request::RequestBody;
 use crate::config::{MirrorSpec, UpstreamUrl};
 use crate::metrics::Metrics;
 use crate::upstream::{UpstreamClient, UpstreamError};
 
-/// How one mirror copy ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MirrorOutcome {
-    /// The shadow upstream answered; its body was read to the end.
-    Ok,
-    /// Connect or exchange failure.
-    Error,
-    /// The exchange missed `timeout`.
-    Timeout,
-    /// The copy's body fell more than `hwm` batches behind and was detached.
-    Detached,
-    /// `max_in_flight` copies were already running: not mirrored.
-    Skipped,
-}
-
-impl MirrorOutcome {
-    /// The outcome's name in logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MirrorOutcome::Ok => "ok",
-            MirrorOutcome::Error => "error",
-            MirrorOutcome::Timeout => "timeout",
-            MirrorOutcome::Detached => "detached",
-            MirrorOutcome::Skipped => "skipped",
-        }
-    }
-
-    /// Every outcome, in a fixed order.
-    pub const ALL: [MirrorOutcome; 5] = [
-        MirrorOutcome::Ok,
-        MirrorOutcome::Error,
-        MirrorOutcome::Timeout,
-        MirrorOutcome::Detached,
-        MirrorOutcome::Skipped,
-    ];
-}
+pub use crate::outcome::MirrorOutcome;
 
 /// Mirror outcomes, counted since the start, for every route (and into
 /// the proxy's metrics, when given).

@@ -18,7 +18,9 @@ use http_body_util::{Either, Empty};
 use weir_ssr::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse, Observer};
 use weir_stream::body::HttpBodySource;
 
-use crate::body::{IdleTimeout, ResponseSource};
+use crate::body::idle::IdleTimeout;
+use crate::body::request::RequestBody;
+use crate::body::response::ResponseSource;
 use crate::cache::{self, Cache};
 use crate::config::{SsrSpec, TemplateDetect, UpstreamUrl};
 use crate::headers::{self, Peer};
@@ -126,7 +128,7 @@ impl Fetcher for ProxyFetcher {
 }
 
 /// `GET uri` with `headers` and no body.
-fn get(uri: Uri, headers: HeaderMap) -> Request<crate::body::RequestBody> {
+fn get(uri: Uri, headers: HeaderMap) -> Request<RequestBody> {
     let mut req = Request::new(Either::Right(Empty::new()));
     *req.method_mut() = Method::GET;
     *req.uri_mut() = uri;
@@ -149,24 +151,14 @@ impl ProxyFetcher {
         match cache.lookup(&view, &path, host.as_deref()).await {
             cache::Lookup::Serve(hit) => Ok(from_hit(hit)),
             cache::Lookup::ServeStale(hit, revalidation) => {
-                let mut req = get(uri, headers);
-                revalidation.prepare(req.headers_mut());
-                let this = self.clone();
-                let cache = Arc::clone(cache);
-                tokio::spawn(async move {
-                    let answer = match this.client.send(req).await {
-                        Ok(resp) => {
-                            let (mut parts, body) = resp.into_parts();
-                            crate::proxy::downstream_head(&mut parts, &this.via_pseudonym)
-                                .map(|()| http::Response::from_parts(parts, body))
-                                .map_err(|what| format!("upstream sent {what}"))
-                        }
-                        Err(e) => Err(e.to_string()),
-                    };
-                    revalidation
-                        .finish(&cache, answer, this.body_idle_timeout)
-                        .await;
-                });
+                revalidation.spawn(
+                    Arc::clone(cache),
+                    self.client.clone(),
+                    get(uri, headers),
+                    Arc::clone(&self.via_pseudonym),
+                    self.body_idle_timeout,
+                    None,
+                );
                 Ok(from_hit(hit))
             }
             cache::Lookup::Forward(ticket) => {
@@ -192,7 +184,7 @@ impl ProxyFetcher {
             reason: e.to_string(),
         })?;
         let (mut parts, body) = resp.into_parts();
-        crate::proxy::downstream_head(&mut parts, &self.via_pseudonym).map_err(|what| {
+        crate::headers::response_head(&mut parts, &self.via_pseudonym).map_err(|what| {
             FetchError::Upstream {
                 reason: format!("upstream sent {what}"),
             }
@@ -201,18 +193,25 @@ impl ProxyFetcher {
         let empty = status == http::StatusCode::NO_CONTENT
             || status == http::StatusCode::NOT_MODIFIED
             || http_body::Body::is_end_stream(&body);
-        let source = if empty {
+        let body = if empty {
             drop(body);
-            ResponseSource::Local(weir_stream::once(bytes::Bytes::new()))
+            None
         } else {
-            ResponseSource::Upstream(IdleTimeout::new(
+            Some(IdleTimeout::new(
                 HttpBodySource::new(body),
                 self.body_idle_timeout,
             ))
         };
-        let source = match (fill, &self.cache) {
-            (Some(fill), Some(cache)) => fill.start(cache, &mut parts, source, empty),
-            _ => source,
+        let start = match (fill, &self.cache) {
+            (Some(fill), Some(cache)) => fill.start(cache, &mut parts, body),
+            _ => cache::FillStart::Pass(body),
+        };
+        let source = match start {
+            cache::FillStart::Pass(Some(body)) => ResponseSource::Upstream(body),
+            cache::FillStart::Teed(body) => ResponseSource::Cache(body),
+            cache::FillStart::Pass(None) | cache::FillStart::NotModified => {
+                ResponseSource::Local(weir_stream::once(bytes::Bytes::new()))
+            }
         };
         let body: BoxSource = Box::pin(source);
         Ok(FragmentResponse {

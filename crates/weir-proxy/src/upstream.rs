@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 use crate::config::ClientSettings;
 use crate::counted::{ConnectionCounts, CountingConnector};
 

@@ -22,11 +22,7 @@ use http_body::SizeHint;
 use weir_stream::share::Consumer;
 use weir_stream::{Batch, BatchResult, Share, Source, SourceExt as _, StreamError};
 
-use crate::body::IdleTimeout;
-
-/// The upstream body, as the proxy reads it.
-pub(crate) type UpstreamBody =
-    IdleTimeout<weir_stream::body::HttpBodySource<hyper::body::Incoming>>;
+pub(crate) use crate::body::idle::UpstreamBody;
 
 /// Most chunks handed out in one batch when serving a stored body.
 const CHUNKS_PER_BATCH: usize = 64;

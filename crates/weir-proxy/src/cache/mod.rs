@@ -48,12 +48,11 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_cache_semantics::{AfterResponse, BeforeRequest, CachePolicy};
 use hyper::body::Incoming;
-use weir_stream::once;
 
+use fill::UpstreamBody;
 pub use fill::{Abandoned, CacheSource};
 pub use revalidate::Revalidation;
 
-use crate::body::ResponseSource;
 use crate::config::CacheSettings;
 use crate::upstream::UpstreamError;
 use collapse::{Flights, Joinable, Leader, Role};
@@ -613,74 +612,84 @@ fn refresh(
     )))
 }
 
+/// What [`Fill::start`] made of the upstream body.
+#[derive(Debug)]
+pub enum FillStart {
+    /// Forward the upstream body as it came (`None`: the response has
+    /// none): it is not stored, or it was empty and is stored already.
+    Pass(Option<UpstreamBody>),
+    /// Forward this body: the upstream's, teed into the cache (a writer
+    /// task reads the other branch).
+    Teed(CacheSource),
+    /// The client's own `If-None-Match` / `If-Modified-Since` matched the
+    /// response: the head is now a `304 Not Modified` and the client gets
+    /// no body; the fill, if any, goes on without it.
+    NotModified,
+}
+
 impl Fill {
     /// Marks the response `X-Cache: MISS` and, when `http-cache-semantics`
     /// says it is storable, tees its body into the cache. `head` holds the
-    /// fields as forwarded; `source` is the upstream body (`empty` when the
+    /// fields as forwarded; `body` is the upstream body (`None` when the
     /// response has none, which is stored at once).
     ///
     /// When the client's own `If-None-Match` / `If-Modified-Since` (which
     /// [`Ticket::prepare`] kept from the upstream) matches the response,
     /// `head` becomes a `304 Not Modified` (RFC 9110 §15.4.5) and the
-    /// returned source is empty; the fill, if any, goes on without the
-    /// client.
+    /// answer is [`FillStart::NotModified`].
     pub fn start(
         self,
         cache: &Arc<Cache>,
         head: &mut http::response::Parts,
-        source: ResponseSource,
-        empty: bool,
-    ) -> ResponseSource {
+        body: Option<UpstreamBody>,
+    ) -> FillStart {
         let policy = bounded::policy(&self.view, head);
         let stored_fields = head.headers.clone();
         let not_modified =
             conditional::not_modified(&self.view.headers, head.status, &stored_fields);
         head.headers
             .insert(X_CACHE, HeaderValue::from_static("MISS"));
-        let source = self.tee(
+        let start = self.tee(
             cache,
             head.status,
             policy,
             &stored_fields,
-            source,
-            empty,
+            body,
             not_modified,
         );
         if !not_modified {
-            return source;
+            return start;
         }
         // The body, if not teed, is dropped unread: its connection closes.
-        drop(source);
+        drop(start);
         cache.stats.bump(&cache.stats.not_modified);
         head.status = StatusCode::NOT_MODIFIED;
         head.headers = conditional::not_modified_fields(&stored_fields);
         head.headers
             .insert(X_CACHE, HeaderValue::from_static("MISS"));
-        ResponseSource::Local(once(Bytes::new()))
+        FillStart::NotModified
     }
 
-    /// Stores or tees the response when it may be stored; the client's
-    /// source. `detached`: the client will not read it (it gets a `304`).
-    #[allow(clippy::too_many_arguments)]
+    /// Stores or tees the response when it may be stored. `detached`: the
+    /// client will not read it (it gets a `304`).
     fn tee(
         self,
         cache: &Arc<Cache>,
         status: StatusCode,
         policy: CachePolicy,
         stored_fields: &HeaderMap,
-        source: ResponseSource,
-        empty: bool,
+        body: Option<UpstreamBody>,
         detached: bool,
-    ) -> ResponseSource {
+    ) -> FillStart {
         // A 304 that reaches here answered a request the cache did not
         // make conditional (it is never storable anyway, but say so).
         if !policy.is_storable()
             || status == StatusCode::PARTIAL_CONTENT
             || status == StatusCode::NOT_MODIFIED
         {
-            return source;
+            return FillStart::Pass(body);
         }
-        if empty {
+        let Some(body) = body else {
             let entry = Arc::new(Entry::new(
                 status,
                 stored_fields.clone(),
@@ -689,22 +698,18 @@ impl Fill {
             ));
             cache.store.insert(&self.key, &self.view, entry);
             cache.stats.bump(&cache.stats.fills);
-            return source;
-        }
+            return FillStart::Pass(None);
+        };
         let max = cache.settings.max_object_bytes;
         let length = content_length(stored_fields);
-        let ResponseSource::Upstream(body) = source else {
-            return source;
-        };
         if length.is_some_and(|l| l > max) {
-            return ResponseSource::Upstream(body);
+            return FillStart::Pass(Some(body));
         }
         let (client, buf, writer) = fill::tee(
             body,
             cache.settings.fill_hwm,
             cache.settings.fill_on_client_abort || detached,
         );
-        let client = CacheSource::Primary(client);
         if length.is_some() {
             self.leader.stream(Arc::new(Joinable {
                 status,
@@ -733,6 +738,6 @@ impl Fill {
             }
             drop(leader);
         });
-        ResponseSource::Cache(client)
+        FillStart::Teed(CacheSource::Primary(client))
     }
 }

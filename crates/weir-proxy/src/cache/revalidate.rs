@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, Response, StatusCode};
+use http::{HeaderMap, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use weir_stream::SourceExt as _;
 use weir_stream::body::HttpBodySource;
@@ -32,7 +32,10 @@ use super::collapse::Leader;
 use super::fill::Abandoned;
 use super::store::Entry;
 use super::{Cache, content_length, refresh, set_validators};
-use crate::body::IdleTimeout;
+use crate::body::idle::IdleTimeout;
+use crate::body::request::RequestBody;
+use crate::metrics::InFlight;
+use crate::upstream::UpstreamClient;
 
 /// A background revalidation of one stale entry: what
 /// [`Lookup::ServeStale`](super::Lookup::ServeStale) hands the proxy. It
@@ -67,6 +70,37 @@ impl Revalidation {
     /// 9111 §4.3.1); with neither, the request is a plain `GET`.
     pub fn prepare(&self, headers: &mut HeaderMap) {
         set_validators(headers, Some(&self.entry));
+    }
+
+    /// Sends `req` (the head the client's request would have had upstream,
+    /// as a bodiless `GET`) with the entry's validators, through `client`
+    /// from a task of its own, and finishes with its answer (see
+    /// [`Revalidation::finish`]; the answer's head goes through the
+    /// response head filter first, with `via_pseudonym`). `in_flight`, if
+    /// given, is held until then.
+    pub fn spawn(
+        self,
+        cache: Arc<Cache>,
+        client: UpstreamClient,
+        mut req: Request<RequestBody>,
+        via_pseudonym: Arc<str>,
+        body_idle_timeout: Duration,
+        in_flight: Option<InFlight>,
+    ) {
+        self.prepare(req.headers_mut());
+        tokio::spawn(async move {
+            let answer = match client.send(req).await {
+                Ok(resp) => {
+                    let (mut parts, body) = resp.into_parts();
+                    crate::headers::response_head(&mut parts, &via_pseudonym)
+                        .map(|()| Response::from_parts(parts, body))
+                        .map_err(|what| format!("upstream sent {what}"))
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            self.finish(&cache, answer, body_idle_timeout).await;
+            drop(in_flight);
+        });
     }
 
     /// Handles the upstream's `answer` to the revalidation request (its

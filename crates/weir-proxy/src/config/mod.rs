@@ -161,6 +161,31 @@ pub struct UpstreamUrl {
 }
 
 impl UpstreamUrl {
+    /// The absolute URI of a request forwarded here: the base path, then
+    /// `forward_path` (the route's path after any prefix strip, starting
+    /// with `/`), then `?query`. The one place an upstream URI is built.
+    ///
+    /// Returns `None` when the result is not a valid URI (a path or query
+    /// with bytes a URI cannot hold).
+    pub fn request_uri(&self, forward_path: &str, query: Option<&str>) -> Option<http::Uri> {
+        let mut path = String::with_capacity(
+            self.base_path.len() + forward_path.len() + query.map_or(0, |q| q.len() + 1),
+        );
+        path.push_str(&self.base_path);
+        path.push_str(forward_path);
+        if let Some(q) = query {
+            path.push('?');
+            path.push_str(q);
+        }
+        let path = http::uri::PathAndQuery::try_from(path).ok()?;
+        http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+            .ok()
+    }
+
     /// The URL of Weir's embedded origin listening on `addr`.
     pub fn local(addr: SocketAddr) -> Self {
         UpstreamUrl {

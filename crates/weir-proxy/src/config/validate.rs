@@ -412,7 +412,7 @@ fn upstream(
 /// Why `prefix` can never match a request, if it cannot.
 ///
 /// The router matches the raw path after dot-segment removal
-/// ([`crate::route::normalize_path`]), so a prefix holding a `.` or `..`
+/// ([`crate::path::normalize_path`]), so a prefix holding a `.` or `..`
 /// segment (also written `%2e`) matches nothing. An encoded slash or a
 /// backslash is not a segment boundary to the router but may be one to the
 /// upstream, so the route would not cover what it seems to.

@@ -1,0 +1,8 @@
+//! Body types of the proxy, one file each, so that what they depend on
+//! stays one way: [`idle`] (bodies read from a peer, with the idle
+//! timeout) is below the access log and the cache; [`request`] and
+//! [`response`] (the pipelines sent each way) are above them.
+
+pub mod idle;
+pub mod request;
+pub mod response;

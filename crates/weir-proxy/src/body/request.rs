@@ -1,0 +1,59 @@
+//! The request body Weir sends upstream.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::HeaderMap;
+use http_body::SizeHint;
+use http_body_util::{Either, Empty};
+use weir_stream::body::SourceBody;
+use weir_stream::{BatchBuf, BatchResult, Chain, Pipeline, Source};
+
+use crate::access_log::RequestTally;
+use crate::body::idle::ClientBody;
+use crate::body_log::BodyLog;
+
+/// The body Weir sends upstream: the client's body, streamed, or nothing
+/// when the request has no body (so no `Content-Length: 0` is invented).
+pub type RequestBody =
+    Either<SourceBody<Pipeline<RequestSource, Chain<BodyLog, RequestTally>>>, Empty<BatchBuf>>;
+
+/// Where a request body sent upstream comes from.
+#[derive(Debug)]
+pub enum RequestSource {
+    /// The client's body, read directly.
+    Direct(ClientBody),
+    /// A consumer of the client's body shared with a mirror copy: the
+    /// primary request's (primary) or the copy's (secondary).
+    Shared(weir_stream::share::Consumer<ClientBody>),
+}
+
+impl Source for RequestSource {
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        match self.get_mut() {
+            RequestSource::Direct(s) => Pin::new(s).poll_next_batch(cx),
+            RequestSource::Shared(s) => Pin::new(s).poll_next_batch(cx),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            RequestSource::Direct(s) => s.size_hint(),
+            RequestSource::Shared(s) => s.size_hint(),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestSource::Direct(s) => s.is_end_stream(),
+            RequestSource::Shared(s) => s.is_end_stream(),
+        }
+    }
+
+    fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
+        match self.get_mut() {
+            RequestSource::Direct(s) => Pin::new(s).take_trailers(),
+            RequestSource::Shared(s) => Pin::new(s).take_trailers(),
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Local answers: responses Weir makes itself (no route, a bad request, an
+//! upstream that failed, a method a template route does not take), and
+//! how their access log line reads.
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use weir_stream::body::SourceBody;
+use weir_stream::{TransformExt as _, once, pull};
+use weir_transform::chain::ResponseChain;
+
+use crate::access_log::{AccessRecord, ResponseLog};
+use crate::body::response::{ResponseBody, ResponseSource};
+use crate::body_log::BodyLog;
+use crate::outcome::Outcome;
+
+/// A response Weir makes itself: status, a one-line plain-text body, and
+/// the outcome its log line gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Local {
+    pub(crate) status: StatusCode,
+    pub(crate) body: &'static str,
+    pub(crate) outcome: Outcome,
+    /// The `Allow` field of a `405` (RFC 9110 §15.5.6).
+    pub(crate) allow: Option<&'static str>,
+}
+
+impl Local {
+    /// A local answer without extra fields.
+    pub(crate) const fn new(status: StatusCode, body: &'static str, outcome: Outcome) -> Local {
+        Local {
+            status,
+            body,
+            outcome,
+            allow: None,
+        }
+    }
+
+    /// `400 Bad Request` with `body`, logged as `bad_request`.
+    pub(crate) const fn bad_request(body: &'static str) -> Local {
+        Local::new(StatusCode::BAD_REQUEST, body, Outcome::BadRequest)
+    }
+
+    /// `502 Bad Gateway`, logged as `upstream_error`.
+    pub(crate) const fn bad_gateway(body: &'static str) -> Local {
+        Local::new(StatusCode::BAD_GATEWAY, body, Outcome::UpstreamError)
+    }
+}
+
+/// The response for `local`, logged through `record` when its body ends
+/// (`head_only`: a `HEAD`, whose body hyper never polls).
+pub(crate) fn answer(
+    mut record: AccessRecord,
+    local: Local,
+    head_only: bool,
+) -> Response<ResponseBody> {
+    record.status = local.status.as_u16();
+    let log = ResponseLog::new(record, local.outcome, !head_only);
+    let body = ResponseSource::Local(once(Bytes::from_static(local.body.as_bytes())));
+    let mut resp = Response::new(SourceBody::new(pull(
+        body,
+        BodyLog::off().then(ResponseChain::default()).then(log),
+    )));
+    *resp.status_mut() = local.status;
+    let fields = resp.headers_mut();
+    fields.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if let Some(allow) = local.allow {
+        fields.insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    resp
+}
