@@ -1,11 +1,10 @@
-//! The accept loop: HTTP/1.1 and cleartext HTTP/2 on one listener, with
-//! graceful shutdown.
+//! The server: HTTP/1.1 and cleartext HTTP/2 on one listener, accepted by
+//! [`weir_net::AcceptLoop`], with graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,10 +21,6 @@ use crate::router::Router;
 /// Longest wait for in-flight connections after shutdown starts (5 s).
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Pause after an accept error that is not about one connection, such as
-/// running out of file descriptors (100 ms).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
 /// Serves `config` on an already-bound listener until `shutdown` resolves,
 /// then stops accepting and lets in-flight connections finish
 /// (`hyper_util::server::graceful`), waiting at most 5 s.
@@ -36,8 +31,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// requests under way may complete; connections still open after
 /// [`DRAIN_TIMEOUT`] are dropped.
 ///
-/// Accept errors never end the loop: they are logged and, unless they
-/// concern a single connection, retried after 100 ms.
+/// Accept errors never end the loop: those about a single connection are
+/// retried at once, others (such as running out of file descriptors) after
+/// a pause of 10 ms doubling to 1 s ([`weir_net`] has the rule).
 ///
 /// # Errors
 ///
@@ -58,33 +54,16 @@ pub async fn serve(
     let builder = connection_builder();
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
-    let mut shutdown = pin!(shutdown);
 
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    let connection = Connection { stream, peer };
-                    connection.spawn(&builder, &router, &graceful, &mut connections);
-                }
-                Err(err) if is_per_connection(&err) => {
-                    tracing::debug!(error = %err, "accept failed for one connection");
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "accept failed; retrying in 100 ms");
-                    tokio::select! {
-                        biased;
-                        () = &mut shutdown => break,
-                        () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
-                    }
-                }
-            },
-        }
-        // Reap finished connection tasks so the set stays small.
-        while connections.try_join_next().is_some() {}
-    }
+    weir_net::AcceptLoop::new(&listener)
+        .run(shutdown, |stream, peer| {
+            let connection = Connection { stream, peer };
+            connection.spawn(&builder, &router, &graceful, &mut connections);
+            // Reap finished connection tasks so the set stays small.
+            while connections.try_join_next().is_some() {}
+            async {}
+        })
+        .await;
 
     drop(listener);
     let open = graceful.count();
@@ -128,9 +107,6 @@ impl Connection {
         tasks: &mut JoinSet<()>,
     ) {
         let Self { stream, peer } = self;
-        if let Err(err) = stream.set_nodelay(true) {
-            tracing::debug!(%peer, error = %err, "could not set TCP_NODELAY");
-        }
         let router = Arc::clone(router);
         let service = service_fn(move |request| {
             let router = Arc::clone(&router);
@@ -146,16 +122,4 @@ impl Connection {
             }
         });
     }
-}
-
-/// Whether `err` from `accept` concerns only the connection being accepted,
-/// so the next accept can follow at once.
-fn is_per_connection(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-    )
 }

@@ -103,27 +103,24 @@ fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
 }
 
 /// Serves admin requests on `listener` until `stop` turns true; then stops
-/// accepting and drops the open admin connections.
+/// accepting and drops the open admin connections. Accept errors never end
+/// it ([`weir_net::AcceptLoop`]).
 pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut stop: watch::Receiver<bool>) {
     let mut connections = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stop.wait_for(|stop| *stop) => break,
+    // A dropped sender stops the listener too.
+    let stopped = async {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    weir_net::AcceptLoop::new(&listener)
+        // The admin listener has always left Nagle's algorithm on.
+        .nodelay(false)
+        .run(stopped, |stream, peer| {
             // Reap finished connection tasks so the set stays small.
-            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-        };
-        let (stream, peer) = match accepted {
-            Ok(conn) => conn,
-            Err(e) => {
-                tracing::warn!(target: "weir::admin", "accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let state = Arc::clone(&state);
-        connections.spawn(serve_connection(stream, peer, state));
-    }
+            while connections.try_join_next().is_some() {}
+            connections.spawn(serve_connection(stream, peer, Arc::clone(&state)));
+            async {}
+        })
+        .await;
     connections.shutdown().await;
 }
 

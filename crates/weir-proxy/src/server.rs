@@ -21,9 +21,6 @@ use crate::config::Config;
 use crate::io::DownstreamIo;
 use crate::proxy::Proxy;
 
-/// How long the accept loop pauses after an accept error (EMFILE, …), in ms.
-const ACCEPT_ERROR_PAUSE_MS: u64 = 50;
-
 /// Bound listeners and the proxy that serves them.
 #[derive(Debug)]
 pub struct Server {
@@ -247,21 +244,15 @@ pub fn connection_idle_timeout(config: &Config) -> Duration {
             .max(config.client.response_header_timeout)
 }
 
+/// One listener's accept loop ([`weir_net::AcceptLoop`]: `TCP_NODELAY`, the
+/// accept-error rule): hands each connection to the serve loop through `tx`,
+/// waiting while its queue is full; ends once the receiver is gone.
 async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(target: "weir::server", %peer, "TCP_NODELAY: {e}");
-                }
-                if tx.send((stream, peer)).await.is_err() {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(target: "weir::server", "accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
-            }
-        }
-    }
+    let tx = &tx;
+    weir_net::AcceptLoop::new(&listener)
+        .run(tx.closed(), |stream, peer| async move {
+            // Fails only once the receiver is gone, which `closed` sees too.
+            let _ = tx.send((stream, peer)).await;
+        })
+        .await;
 }
