@@ -2,9 +2,9 @@
 
 use toml::Spanned;
 
+use super::error::{ConfigError, Errors};
 use super::raw::RawCache;
-use super::validate::Errors;
-use super::{CacheSettings, ConfigError};
+use super::types::CacheSettings;
 
 /// Largest `fill_hwm`, in batches.
 const MAX_FILL_HWM: usize = 4096;

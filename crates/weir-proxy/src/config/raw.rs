@@ -145,7 +145,7 @@ pub(super) struct RawRoute {
     pub strip_prefix: bool,
     pub upstream: Spanned<String>,
     #[serde(default)]
-    pub host_header: super::HostHeader,
+    pub host_header: super::types::HostHeader,
     /// Stage names, in body order.
     #[serde(default = "no_transforms")]
     pub transforms: Spanned<Vec<Spanned<String>>>,

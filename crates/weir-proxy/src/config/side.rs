@@ -2,9 +2,9 @@
 
 use toml::Spanned;
 
+use super::error::{ConfigError, Errors};
 use super::raw::RawRoute;
-use super::validate::Errors;
-use super::{BodyLogSpec, ConfigError, MirrorSpec, Upstream};
+use super::types::{BodyLogSpec, MirrorSpec, Upstream};
 
 /// Largest mirror `hwm`, in batches.
 const MAX_MIRROR_HWM: usize = 1024;

@@ -12,8 +12,8 @@ use toml::Spanned;
 use weir_ssr::ComposeSettings;
 
 use super::duration;
-use super::validate::Errors;
-use super::{ConfigError, SsrSpec, TemplateDetect, TemplateFile};
+use super::error::{ConfigError, Errors};
+use super::types::{SsrSpec, TemplateDetect, TemplateFile, Upstream};
 
 /// Largest template file, in bytes (4 MiB).
 pub const MAX_TEMPLATE_FILE_BYTES: u64 = 4 << 20;
@@ -103,7 +103,7 @@ fn d_max_depth() -> Spanned<usize> {
 pub(super) fn route_ssr(
     i: usize,
     raw: Option<&Spanned<RawSsr>>,
-    upstreams: &[super::Upstream],
+    upstreams: &[Upstream],
     route_upstream: usize,
     base_dir: &Path,
     errors: &Errors<'_>,

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use toml::Spanned;
 use weir_transform::chain::{ChainError, ChainSpec, StageName, StageSpec, UnknownStage};
 
-use super::ConfigError;
+use super::error::{ConfigError, Errors};
 use super::raw::RawRoute;
-use super::validate::Errors;
 
 /// A route's `transforms` list and `[route.<stage>]` tables, as a checked chain.
 pub(super) fn route_transforms(

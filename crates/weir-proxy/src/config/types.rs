@@ -1,0 +1,298 @@
+//! The validated settings Weir runs with: what [`Config`] holds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::uri::{Authority, Scheme};
+use ipnet::IpNet;
+use serde::Deserialize;
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the config came from (a path, or a label for an embedded config).
+    pub source: String,
+    /// Downstream-side settings.
+    pub server: ServerSettings,
+    /// Addresses to accept connections on. At least one.
+    pub listeners: Vec<SocketAddr>,
+    /// Upstream-client settings.
+    pub client: ClientSettings,
+    /// Upstreams by name, in file order.
+    pub upstreams: Vec<Upstream>,
+    /// Routes, in file order. Matching is by host, then longest path prefix.
+    pub routes: Vec<RouteSpec>,
+    /// The admin listener (`/metrics`, `/healthz`); `None` when
+    /// `[admin] enabled = false`.
+    pub admin: Option<AdminSettings>,
+    /// `[cache]`: the response cache of the routes with `cache = true`.
+    pub cache: CacheSettings,
+}
+
+/// `[cache]`: the in-memory response cache (RFC 9111), shared by every
+/// route that sets `cache = true`.
+#[derive(Debug, Clone)]
+pub struct CacheSettings {
+    /// Total bytes of stored bodies and headers (`max_bytes`, default
+    /// 64 MiB, at least 1); the least useful entries are evicted beyond it.
+    pub max_bytes: u64,
+    /// Largest body stored, in bytes (`max_object_bytes`, default 8 MiB,
+    /// 1..=`max_bytes`); a larger body is streamed to the client and not stored.
+    pub max_object_bytes: u64,
+    /// How far, in batches, the cache writer may fall behind the client
+    /// before the fill is abandoned (`fill_hwm`, default 64, 1..=4096).
+    pub fill_hwm: usize,
+    /// How long a request waits for another request's in-flight fill of the
+    /// same key to deliver a cacheable head before it goes upstream itself
+    /// (`collapse_wait`, default 5 s).
+    pub collapse_wait: Duration,
+    /// Whether a fill goes on to the end after the client that started it
+    /// went away (`fill_on_client_abort`, default false: it is abandoned).
+    pub fill_on_client_abort: bool,
+}
+
+/// `[admin]`: where `/metrics` and `/healthz` are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// The address to bind (`address`, default `127.0.0.1:9901`). A
+    /// loopback address unless the file also says `allow_public = true`.
+    pub address: SocketAddr,
+}
+
+/// `[server]`: how Weir treats downstream clients.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// A client must send a whole request head within this time after the
+    /// connection opens or goes idle (`header_read_timeout`, default 10 s).
+    pub header_read_timeout: Duration,
+    /// Longest pause between two reads of a body, in either direction,
+    /// before the transfer is aborted (`body_idle_timeout`, default 60 s).
+    pub body_idle_timeout: Duration,
+    /// On SIGINT/SIGTERM, how long in-flight requests may run on after Weir
+    /// stops accepting (`shutdown_grace`, default 10 s).
+    pub shutdown_grace: Duration,
+    /// Peers whose `X-Forwarded-*` headers are kept and appended to
+    /// (`trusted_proxies`, CIDRs or addresses; default none).
+    pub trusted_proxies: Vec<IpNet>,
+    /// The name Weir gives itself in `Via` (`via_pseudonym`, default `weir`;
+    /// RFC 9110 §7.6.3).
+    pub via_pseudonym: String,
+    /// Runtime worker threads that run connections and requests (`workers`,
+    /// 1..=[`MAX_WORKERS`]; default: the CPUs this process may run on, as
+    /// `std::thread::available_parallelism` reports them).
+    pub workers: usize,
+}
+
+/// The largest `[server] workers` accepted.
+pub const MAX_WORKERS: usize = 1024;
+
+/// The default of `[server] workers`: the CPUs this process may run on
+/// (its affinity mask and cgroup quota counted), 1 when that is unknown.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// `[client]`: how Weir talks to upstreams.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// TCP connect deadline (`connect_timeout`, default 5 s); exceeded → 504.
+    pub connect_timeout: Duration,
+    /// Deadline for the upstream's response head, from when the request is
+    /// sent (`response_header_timeout`, default 30 s); exceeded → 504.
+    pub response_header_timeout: Duration,
+    /// Idle pooled connections are closed after this (`pool_idle_timeout`, default 90 s).
+    pub pool_idle_timeout: Duration,
+    /// Idle connections kept per upstream host (`pool_max_idle_per_host`, default 32).
+    pub pool_max_idle_per_host: usize,
+}
+
+/// `[[upstream]]`: a named place requests are forwarded to.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// The name routes refer to.
+    pub name: String,
+    /// Where it is.
+    pub target: UpstreamTarget,
+}
+
+/// Where an upstream is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTarget {
+    /// An HTTP server at a base URL (`url = "http://host:port/base"`).
+    Url(UpstreamUrl),
+    /// Weir's built-in origin, started in-process (`origin = "embedded"`),
+    /// serving the directory `root`. Resolved to a [`UpstreamTarget::Url`]
+    /// by [`Config::resolve_embedded`] before the proxy starts.
+    Embedded {
+        /// The directory of static files, absolute or relative to the config file.
+        root: PathBuf,
+    },
+}
+
+/// An upstream's base URL: `http://authority/base-path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamUrl {
+    /// Always `http` for now.
+    pub scheme: Scheme,
+    /// Host and port.
+    pub authority: Authority,
+    /// Prepended to every forwarded path; empty or starting with `/`, never ending with `/`.
+    pub base_path: String,
+}
+
+impl UpstreamUrl {
+    /// The absolute URI of a request forwarded here: the base path, then
+    /// `forward_path` (the route's path after any prefix strip, starting
+    /// with `/`), then `?query`. The one place an upstream URI is built.
+    ///
+    /// Returns `None` when the result is not a valid URI (a path or query
+    /// with bytes a URI cannot hold).
+    pub fn request_uri(&self, forward_path: &str, query: Option<&str>) -> Option<http::Uri> {
+        let mut path = String::with_capacity(
+            self.base_path.len() + forward_path.len() + query.map_or(0, |q| q.len() + 1),
+        );
+        path.push_str(&self.base_path);
+        path.push_str(forward_path);
+        if let Some(q) = query {
+            path.push('?');
+            path.push_str(q);
+        }
+        let path = http::uri::PathAndQuery::try_from(path).ok()?;
+        http::Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()
+            .ok()
+    }
+
+    /// The URL of Weir's embedded origin listening on `addr`.
+    pub fn local(addr: SocketAddr) -> Self {
+        UpstreamUrl {
+            scheme: Scheme::HTTP,
+            // A SocketAddr always formats as a valid authority.
+            authority: Authority::try_from(addr.to_string().as_str())
+                .unwrap_or_else(|_| Authority::from_static("127.0.0.1")),
+            base_path: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for UpstreamUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}{}", self.scheme, self.authority, self.base_path)
+    }
+}
+
+/// `[[route]]`: which requests go to which upstream.
+#[derive(Debug, Clone)]
+pub struct RouteSpec {
+    /// Exact host to match, lower-case, without port; `None` matches any host.
+    pub host: Option<String>,
+    /// Path prefix to match, starting with `/`. Matches whole segments:
+    /// `/api` matches `/api` and `/api/x`, not `/apix`.
+    pub path_prefix: String,
+    /// Remove the prefix before forwarding.
+    pub strip_prefix: bool,
+    /// Index into [`Config::upstreams`].
+    pub upstream: usize,
+    /// What to send as `Host`.
+    pub host_header: HostHeader,
+    /// The response transforms (`transforms` and the `[route.<stage>]`
+    /// tables), checked; empty when the route lists none.
+    pub transforms: weir_transform::chain::ChainSpec,
+    /// `[route.mirror]`: a shadow upstream that gets a copy of each request.
+    pub mirror: Option<MirrorSpec>,
+    /// `[route.body_log]`: log the first bytes of bodies.
+    pub body_log: Option<BodyLogSpec>,
+    /// `cache = true`: GET responses are served from and stored in the
+    /// response cache ([`CacheSettings`]). Default false.
+    pub cache: bool,
+    /// `[route.ssr]`: responses are templates composed from fragments.
+    pub ssr: Option<SsrSpec>,
+}
+
+/// A route's `[route.ssr]`, validated.
+#[derive(Debug, Clone)]
+pub struct SsrSpec {
+    /// The template the route answers with, read when the config was
+    /// loaded; `None`: templates come from the upstream.
+    pub template_file: Option<TemplateFile>,
+    /// Which upstream responses are templates.
+    pub detect: TemplateDetect,
+    /// Deadlines, caps and limits of the composition.
+    pub compose: std::sync::Arc<weir_ssr::ComposeSettings>,
+    /// Client request fields forwarded to fragment requests (besides
+    /// `traceparent`, `tracestate` and `x-request-id`, always forwarded).
+    pub forward_headers: Vec<http::HeaderName>,
+    /// Whether the client's `Cookie` goes to fragment requests too.
+    pub forward_cookies: bool,
+    /// Whether fragment responses go through the response cache (stored
+    /// when their fields allow it, RFC 9111).
+    pub cache_fragments: bool,
+    /// Indices into [`Config::upstreams`] of the upstreams fragment `src`s
+    /// may name (the route's own always among them).
+    pub fragment_upstreams: Vec<usize>,
+}
+
+/// A template file read at load time.
+#[derive(Debug, Clone)]
+pub struct TemplateFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its bytes (at most [`MAX_TEMPLATE_FILE_BYTES`]).
+    pub bytes: bytes::Bytes,
+}
+
+/// `[route.ssr] detect`: which upstream responses are templates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TemplateDetect {
+    /// `text/html` responses that carry `X-Weir-Template: 1` (the default).
+    #[default]
+    Header,
+    /// Every `text/html` response.
+    Html,
+}
+
+/// `[route.mirror]`: where and how a route's requests are copied.
+///
+/// The copy goes out in the background; its response is read and thrown
+/// away. Its request body is a *secondary* branch of the client's body
+/// (weir-stream `share()`): it never slows the primary request, and it is
+/// detached (the mirror request aborted) if it falls more than `hwm`
+/// batches behind.
+#[derive(Debug, Clone)]
+pub struct MirrorSpec {
+    /// Index into [`Config::upstreams`] of the shadow upstream.
+    pub upstream: usize,
+    /// Whole-exchange deadline for one mirror request (`timeout`, default 5 s).
+    pub timeout: Duration,
+    /// How far, in batches, the mirror's body may fall behind the primary's
+    /// before it is detached (`hwm`, default 16, 1..=1024).
+    pub hwm: usize,
+    /// Mirror requests in flight at once for this route; beyond it,
+    /// requests are not mirrored (`max_in_flight`, default 64, at least 1).
+    pub max_in_flight: usize,
+}
+
+/// `[route.body_log]`: how much of each body to log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLogSpec {
+    /// First bytes of the request body to log (`request_bytes`, default 1024; 0: none).
+    pub request_bytes: usize,
+    /// First bytes of the response body to log (`response_bytes`, default 1024; 0: none).
+    pub response_bytes: usize,
+}
+
+/// What a route sends upstream as `Host`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostHeader {
+    /// The client's `Host` (or HTTP/2 `:authority`), unchanged (default).
+    #[default]
+    Preserve,
+    /// The upstream URL's authority.
+    Upstream,
+}
