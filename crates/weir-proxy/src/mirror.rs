@@ -11,11 +11,10 @@
 //!   request is not mirrored (outcome `skipped`);
 //! - the whole exchange has a deadline (`timeout`).
 //!
-//! Every copy ends with one outcome, counted in [`MirrorStats`] and logged
+//! Every copy ends with one outcome, counted in `weir_mirror_requests_total` and logged
 //! under the target `weir::mirror` at DEBUG.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use http::Request;
@@ -31,37 +30,12 @@ use crate::upstream::{UpstreamClient, UpstreamError};
 
 pub use crate::outcome::MirrorOutcome;
 
-/// Mirror outcomes, counted since the start, for every route (and into
-/// the proxy's metrics, when given).
-#[derive(Debug, Default)]
-pub struct MirrorStats {
-    counts: [AtomicU64; 5],
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl MirrorStats {
-    /// Counts that also go to `metrics` (`weir_mirror_requests_total`, and
-    /// `weir_share_lag_detaches_total{branch="mirror"}` for detaches).
-    pub fn with_metrics(metrics: Arc<Metrics>) -> Self {
-        MirrorStats {
-            counts: Default::default(),
-            metrics: Some(metrics),
-        }
-    }
-
-    /// How many copies ended with `outcome`.
-    pub fn count(&self, outcome: MirrorOutcome) -> u64 {
-        self.counts[outcome as usize].load(Ordering::Relaxed)
-    }
-
-    fn record(&self, outcome: MirrorOutcome) {
-        self.counts[outcome as usize].fetch_add(1, Ordering::Relaxed);
-        if let Some(metrics) = &self.metrics {
-            metrics.mirror_request(outcome);
-            if outcome == MirrorOutcome::Detached {
-                metrics.share_lag_detach("mirror");
-            }
-        }
+/// Counts a finished copy (`weir_mirror_requests_total`, and
+/// `weir_share_lag_detaches_total{branch="mirror"}` for a detach).
+fn record(metrics: &Metrics, outcome: MirrorOutcome) {
+    metrics.mirror_request(outcome);
+    if outcome == MirrorOutcome::Detached {
+        metrics.share_lag_detach("mirror");
     }
 }
 
@@ -75,26 +49,29 @@ pub struct Mirror {
     /// Deadline and branch settings.
     pub spec: MirrorSpec,
     in_flight: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
 }
 
 impl Mirror {
-    /// A mirror to `url` (named `name`) with `spec`.
-    pub fn new(name: String, url: UpstreamUrl, spec: MirrorSpec) -> Self {
+    /// A mirror to `url` (named `name`) with `spec`, counting its copies
+    /// into `metrics`.
+    pub fn new(name: String, url: UpstreamUrl, spec: MirrorSpec, metrics: Arc<Metrics>) -> Self {
         let permits = spec.max_in_flight.min(Semaphore::MAX_PERMITS);
         Mirror {
             name,
             url,
             spec,
             in_flight: Arc::new(Semaphore::new(permits)),
+            metrics,
         }
     }
 
     /// A slot for one copy, or `None` (and a `skipped` count) when
     /// `max_in_flight` copies are running.
-    pub fn admit(&self, stats: &MirrorStats) -> Option<OwnedSemaphorePermit> {
+    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
         let permit = Arc::clone(&self.in_flight).try_acquire_owned().ok();
         if permit.is_none() {
-            stats.record(MirrorOutcome::Skipped);
+            record(&self.metrics, MirrorOutcome::Skipped);
             tracing::debug!(target: "weir::mirror", mirror = %self.name, outcome = "skipped");
         }
         permit
@@ -118,9 +95,9 @@ impl Mirror {
         req: Request<RequestBody>,
         branch: Option<Share<ClientBody>>,
         permit: OwnedSemaphorePermit,
-        stats: Arc<MirrorStats>,
     ) {
         let timeout = self.spec.timeout;
+        let metrics = Arc::clone(&self.metrics);
         let name = self.name.clone();
         tokio::spawn(async move {
             let _permit = permit;
@@ -128,7 +105,7 @@ impl Mirror {
                 outcome = exchange(&client, req, timeout) => outcome,
                 () = detached(branch) => MirrorOutcome::Detached,
             };
-            stats.record(outcome);
+            record(&metrics, outcome);
             tracing::debug!(target: "weir::mirror", mirror = %name, outcome = outcome.as_str());
         });
     }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::cache::{Cache, CacheStats};
 use crate::config::{Config, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::metrics::{self, Metrics};
-use crate::mirror::{Mirror, MirrorStats};
+use crate::mirror::Mirror;
 use crate::route::RouteTable;
 use crate::upstream::UpstreamClient;
 
@@ -48,8 +48,6 @@ pub struct Proxy {
     pub(crate) shutdown_cut: Arc<AtomicBool>,
     /// Each route's mirror, by route index.
     pub(crate) mirrors: Vec<Option<Mirror>>,
-    /// Mirror outcomes, all routes.
-    pub(crate) mirror_stats: Arc<MirrorStats>,
     pub(crate) metrics: Arc<Metrics>,
     /// The `route` label of each route, by index; then [`metrics::NO_ROUTE`].
     pub(crate) route_labels: Vec<Arc<String>>,
@@ -100,7 +98,12 @@ impl Proxy {
             .map(|r| {
                 r.mirror.as_ref().and_then(|m| {
                     let up = upstreams.get(m.upstream)?;
-                    Some(Mirror::new(up.name.clone(), up.url.clone(), m.clone()))
+                    Some(Mirror::new(
+                        up.name.clone(),
+                        up.url.clone(),
+                        m.clone(),
+                        Arc::clone(&metrics),
+                    ))
                 })
             })
             .collect();
@@ -138,7 +141,6 @@ impl Proxy {
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),
             mirrors,
-            mirror_stats: Arc::new(MirrorStats::with_metrics(Arc::clone(&metrics))),
             upstreams,
             cache,
             client,
@@ -147,11 +149,6 @@ impl Proxy {
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
         }))
-    }
-
-    /// Mirror outcomes so far, all routes.
-    pub fn mirror_stats(&self) -> &Arc<MirrorStats> {
-        &self.mirror_stats
     }
 
     /// Response cache counters, all routes (zero when no route caches).

@@ -89,9 +89,9 @@ impl Server {
         Arc::clone(self.proxy.upstream_connections())
     }
 
-    /// Mirror outcomes so far (see [`crate::mirror`]).
-    pub fn mirror_stats(&self) -> Arc<crate::mirror::MirrorStats> {
-        Arc::clone(self.proxy.mirror_stats())
+    /// The proxy's metrics (the counts tests read, too).
+    pub fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+        Arc::clone(self.proxy.metrics())
     }
 
     /// Response cache counters, all routes.

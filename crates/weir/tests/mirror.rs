@@ -150,9 +150,10 @@ async fn the_shadow_gets_a_faithful_copy_of_each_request() {
         .expect("the copy arrives")
         .expect("a request");
     assert_eq!((copy.method.as_str(), copy.body_len), ("GET", 0));
-    let stats = proxy.mirror_stats.clone();
+    let stats = proxy.metrics.clone();
     assert!(
-        eventually(Duration::from_secs(5), || stats.count(MirrorOutcome::Ok)
+        eventually(Duration::from_secs(5), || stats
+            .mirror_request_count(MirrorOutcome::Ok)
             == 2)
         .await
     );
@@ -179,16 +180,16 @@ async fn a_stalled_shadow_never_delays_the_primary_and_is_detached() {
     // The shadow holds its connection for 20 s: a primary that waited for
     // it would take at least that.
     assert!(took < Duration::from_secs(10), "primary took {took:?}");
-    let stats = proxy.mirror_stats.clone();
+    let stats = proxy.metrics.clone();
     assert!(
         eventually(Duration::from_secs(5), || stats
-            .count(MirrorOutcome::Detached)
+            .mirror_request_count(MirrorOutcome::Detached)
             == 1)
         .await,
         "outcomes: detached {}, timeout {}, error {}",
-        stats.count(MirrorOutcome::Detached),
-        stats.count(MirrorOutcome::Timeout),
-        stats.count(MirrorOutcome::Error)
+        stats.mirror_request_count(MirrorOutcome::Detached),
+        stats.mirror_request_count(MirrorOutcome::Timeout),
+        stats.mirror_request_count(MirrorOutcome::Error)
     );
 }
 
@@ -206,13 +207,14 @@ async fn a_dead_shadow_never_fails_the_primary() {
     let data = b"small body".to_vec();
     let echo = post(&proxy.url("/echo"), data.clone()).await;
     assert_eq!(echo["body_len"], data.len());
-    let stats = proxy.mirror_stats.clone();
+    let stats = proxy.metrics.clone();
     assert!(
-        eventually(Duration::from_secs(5), || stats.count(MirrorOutcome::Error)
+        eventually(Duration::from_secs(5), || stats
+            .mirror_request_count(MirrorOutcome::Error)
             == 1)
         .await
     );
-    assert_eq!(stats.count(MirrorOutcome::Ok), 0);
+    assert_eq!(stats.mirror_request_count(MirrorOutcome::Ok), 0);
 }
 
 #[test]

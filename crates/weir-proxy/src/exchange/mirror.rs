@@ -31,7 +31,7 @@ pub(crate) struct Admitted<'p> {
 /// is free (else the copy is counted as `skipped`).
 pub(crate) fn admit<'p>(proxy: &'p Proxy, route: &Route) -> Option<Admitted<'p>> {
     let mirror = proxy.mirrors.get(route.index)?.as_ref()?;
-    let permit = mirror.admit(&proxy.mirror_stats)?;
+    let permit = mirror.admit()?;
     Some(Admitted {
         mirror,
         permit,
@@ -78,12 +78,6 @@ impl Admitted<'_> {
             .request_uri(forward_path, parts.uri.query())
             .unwrap_or_else(|| parts.uri.clone());
         *req.headers_mut() = parts.headers.clone();
-        m.spawn(
-            proxy.client.clone(),
-            req,
-            self.share,
-            self.permit,
-            Arc::clone(&proxy.mirror_stats),
-        );
+        m.spawn(proxy.client.clone(), req, self.share, self.permit);
     }
 }

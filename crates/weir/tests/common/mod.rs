@@ -100,8 +100,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// Live upstream connections, counted by the proxy's connector.
     pub upstream_connections: std::sync::Arc<weir_proxy::counted::ConnectionCounts>,
-    /// Mirror outcomes.
-    pub mirror_stats: std::sync::Arc<weir_proxy::mirror::MirrorStats>,
+    /// The proxy's metrics (mirror outcomes, cache counts, ...).
+    pub metrics: std::sync::Arc<weir_proxy::metrics::Metrics>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -159,7 +159,7 @@ pub async fn start_proxy(text: &str) -> Proxy {
     let server = weir_proxy::Server::bind(&config).await.expect("bind proxy");
     let addr = server.local_addrs()[0];
     let upstream_connections = server.upstream_connections();
-    let mirror_stats = server.mirror_stats();
+    let metrics = server.metrics();
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let _ = server
@@ -171,7 +171,7 @@ pub async fn start_proxy(text: &str) -> Proxy {
     Proxy {
         addr,
         upstream_connections,
-        mirror_stats,
+        metrics,
         stop: Some(tx),
         task: Some(task),
     }

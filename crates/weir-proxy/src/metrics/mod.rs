@@ -1,0 +1,460 @@
+//! Prometheus metrics: one [`Metrics`] per proxy, scraped from the admin
+//! listener's `/metrics` ([`crate::admin`]).
+//!
+//! Each proxy owns its own `prometheus_client` [`Registry`]; there is no
+//! global recorder, so several proxies in one process (tests) keep separate
+//! counts.
+//!
+//! The registry is the only counter: every count Weir keeps is a family
+//! here, and tests read them through the `*_count` methods.
+//!
+//! Per-request families are fed from the access log path
+//! ([`crate::access_log::AccessRecord`]) when a request ends, so a request
+//! is counted exactly once, with the same status and outcome its log line
+//! shows. Connection gauges are read at scrape time from the exact counts
+//! of [`crate::counted::ConnectionCounts`].
+//!
+//! | family | type | labels |
+//! |---|---|---|
+//! | `weir_requests_total` | counter | `route`, `status`, `outcome` |
+//! | `weir_request_duration_seconds` | histogram | `route` |
+//! | `weir_bytes_in_total` | counter (bytes) | `route` |
+//! | `weir_bytes_out_total` | counter (bytes) | `route` |
+//! | `weir_client_aborts_total` | counter | `route` |
+//! | `weir_upstream_connections` | gauge | `upstream`, `state` (`live`, `idle`) |
+//! | `weir_upstream_requests_in_flight` | gauge | `upstream` |
+//! | `weir_upstream_connections_opened_total` | counter | — |
+//! | `weir_cache_requests_total` | counter | `result` (`hit`, `miss`, `stale`) |
+//! | `weir_cache_fills_total` | counter | `result` (`stored`, `abandoned`, `refreshed`, `failed`) |
+//! | `weir_cache_collapsed_total` | counter | — |
+//! | `weir_cache_not_modified_total` | counter | — |
+//! | `weir_cache_background_revalidations_total` | counter | — |
+//! | `weir_share_lag_detaches_total` | counter | `branch` |
+//! | `weir_mirror_requests_total` | counter | `outcome` (`ok`, `error`, `timeout`, `detached`, `skipped`) |
+//! | `weir_ssr_pages_total` | counter | `result` (`composed`, `redirect`, `failed`) |
+//! | `weir_ssr_fragments_total` | counter | `outcome` (`ok`, `fallback`, `inline`, `empty`, `cut`, `skipped`, `cancelled`) |
+//! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
+
+mod connections;
+mod labels;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use connections::ConnectionCollector;
+pub use connections::InFlight;
+use labels::{
+    BranchLabels, KindLabels, MirrorLabels, RequestLabels, ResultLabels, RouteLabels,
+    UpstreamLabels,
+};
+pub use labels::{
+    CONTENT_TYPE, CacheResult, DURATION_BUCKETS, FillResult, NO_ROUTE, SHARE_BRANCHES,
+    SSR_FAILURE_KINDS, SSR_PAGE_RESULTS, route_label,
+};
+
+use crate::counted::ConnectionCounts;
+use crate::outcome::{MirrorOutcome, Outcome};
+
+/// One finished request, as [`Metrics::record_request`] counts it.
+#[derive(Debug, Clone)]
+pub struct RequestSample<'a> {
+    /// The route label ([`route_label`], or [`NO_ROUTE`]).
+    pub route: &'a Arc<String>,
+    /// The status sent to the client; `0` when the client left before any
+    /// response head was sent.
+    pub status: u16,
+    /// How it ended, as the access log says.
+    pub outcome: Outcome,
+    /// Request body bytes forwarded upstream.
+    pub bytes_in: u64,
+    /// Response body bytes sent to the client.
+    pub bytes_out: u64,
+    /// From the request head's arrival to the end of the response.
+    pub duration: Duration,
+}
+
+/// A proxy's metrics. Shared (`Arc`) by the proxy, its access records,
+/// the cache, the mirrors and the admin listener.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    bytes_in: Family<RouteLabels, Counter>,
+    bytes_out: Family<RouteLabels, Counter>,
+    client_aborts: Family<RouteLabels, Counter>,
+    in_flight: Family<UpstreamLabels, Gauge>,
+    cache_requests: Family<ResultLabels, Counter>,
+    cache_fills: Family<ResultLabels, Counter>,
+    cache_collapsed: Counter,
+    cache_not_modified: Counter,
+    cache_background: Counter,
+    share_lag_detaches: Family<BranchLabels, Counter>,
+    mirror_requests: Family<MirrorLabels, Counter>,
+    ssr_pages: Family<ResultLabels, Counter>,
+    ssr_fragments: Family<MirrorLabels, Counter>,
+    ssr_failures: Family<KindLabels, Counter>,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// Registers a counter family as `weir_<name>_total`, with a sample at
+/// zero for each of `known` (label values known up front).
+fn counters<L>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    known: impl IntoIterator<Item = L>,
+) -> Family<L, Counter>
+where
+    L: prometheus_client::encoding::EncodeLabelSet
+        + Clone
+        + std::hash::Hash
+        + Eq
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let family = Family::<L, Counter>::default();
+    registry.register(name, help, family.clone());
+    for labels in known {
+        drop(family.get_or_create(&labels));
+    }
+    family
+}
+
+/// Registers one counter without labels as `weir_<name>_total`.
+fn counter(registry: &mut Registry, name: &str, help: &str) -> Counter {
+    let counter = Counter::default();
+    registry.register(name, help, counter.clone());
+    counter
+}
+
+fn results(values: impl IntoIterator<Item = &'static str>) -> impl Iterator<Item = ResultLabels> {
+    values.into_iter().map(|result| ResultLabels { result })
+}
+
+impl Metrics {
+    /// Registers every family. `connections` is read at each scrape for the
+    /// connection gauges; `upstreams` (authorities, `host:port`) are listed
+    /// with zero values before their first connection.
+    pub fn new(connections: Arc<ConnectionCounts>, upstreams: Vec<String>) -> Metrics {
+        let mut registry = Registry::with_prefix("weir");
+        let r = &mut registry;
+        let requests = counters(
+            r,
+            "requests",
+            "Requests finished, by route, status sent and outcome (as in the access log)",
+            std::iter::empty(),
+        );
+        let duration: Family<RouteLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(duration_histogram);
+        r.register_with_unit(
+            "request_duration",
+            "Time from the request head's arrival to the end of the response",
+            Unit::Seconds,
+            duration.clone(),
+        );
+        let bytes_in = counters(
+            r,
+            "bytes_in",
+            "Request body bytes forwarded upstream",
+            std::iter::empty(),
+        );
+        let bytes_out = counters(
+            r,
+            "bytes_out",
+            "Response body bytes sent to clients",
+            std::iter::empty(),
+        );
+        let client_aborts = counters(
+            r,
+            "client_aborts",
+            "Requests whose client went away before the end of the response",
+            std::iter::empty(),
+        );
+        let in_flight = Family::<UpstreamLabels, Gauge>::default();
+        r.register(
+            "upstream_requests_in_flight",
+            "Requests sent to the upstream whose response has not ended yet",
+            in_flight.clone(),
+        );
+        for upstream in &upstreams {
+            drop(in_flight.get_or_create(&UpstreamLabels {
+                upstream: upstream.clone(),
+            }));
+        }
+        r.register_collector(Box::new(ConnectionCollector {
+            connections,
+            upstreams,
+            in_flight: in_flight.clone(),
+        }));
+        Metrics {
+            requests,
+            duration,
+            bytes_in,
+            bytes_out,
+            client_aborts,
+            in_flight,
+            cache_requests: counters(
+                r,
+                "cache_requests",
+                "Cacheable requests, by where their answer came from",
+                results(CacheResult::ALL.map(CacheResult::as_str)),
+            ),
+            cache_fills: counters(
+                r,
+                "cache_fills",
+                "Cache fills, by how they ended",
+                results(FillResult::ALL.map(FillResult::as_str)),
+            ),
+            cache_collapsed: counter(
+                r,
+                "cache_collapsed",
+                "Cache hits read from another request's fill (also counted as hits)",
+            ),
+            cache_not_modified: counter(
+                r,
+                "cache_not_modified",
+                "304 answers the cache made to a client's own conditional request",
+            ),
+            cache_background: counter(
+                r,
+                "cache_background_revalidations",
+                "Background revalidations started (stale-while-revalidate)",
+            ),
+            share_lag_detaches: counters(
+                r,
+                "share_lag_detaches",
+                "Branches of a shared body cut loose for falling too far behind",
+                SHARE_BRANCHES.map(|b| BranchLabels {
+                    branch: b.to_owned(),
+                }),
+            ),
+            mirror_requests: counters(
+                r,
+                "mirror_requests",
+                "Mirrored requests, by outcome",
+                MirrorOutcome::ALL.map(|o| MirrorLabels {
+                    outcome: o.as_str(),
+                }),
+            ),
+            ssr_pages: counters(
+                r,
+                "ssr_pages",
+                "SSR pages, by what the composition decided (composed, the primary's redirect, failed)",
+                results(SSR_PAGE_RESULTS),
+            ),
+            ssr_fragments: counters(
+                r,
+                "ssr_fragments",
+                "SSR fragments, by how their slot was filled",
+                weir_ssr::FragmentOutcome::ALL.map(|o| MirrorLabels {
+                    outcome: o.as_str(),
+                }),
+            ),
+            ssr_failures: counters(
+                r,
+                "ssr_fragment_failures",
+                "SSR fragments that fell back or were cut, by the kind of their last failure",
+                SSR_FAILURE_KINDS.map(|kind| KindLabels { kind }),
+            ),
+            registry,
+        }
+    }
+
+    /// Counts one finished request. Called once per request, by the access
+    /// log record.
+    pub fn record_request(&self, s: &RequestSample<'_>) {
+        let route = RouteLabels {
+            route: Arc::clone(s.route),
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: Arc::clone(s.route),
+                status: s.status,
+                outcome: s.outcome.as_str(),
+            })
+            .inc();
+        self.duration
+            .get_or_create(&route)
+            .observe(s.duration.as_secs_f64());
+        self.bytes_in.get_or_create(&route).inc_by(s.bytes_in);
+        self.bytes_out.get_or_create(&route).inc_by(s.bytes_out);
+        if s.outcome == Outcome::ClientAborted {
+            self.client_aborts.get_or_create(&route).inc();
+        }
+    }
+
+    /// Marks a request to `upstream` (its authority, `host:port`) as in
+    /// flight until the returned guard is dropped (when its response ends).
+    pub fn upstream_request(&self, upstream: &str) -> InFlight {
+        let gauge = self.in_flight.get_or_create_owned(&UpstreamLabels {
+            upstream: upstream.to_owned(),
+        });
+        gauge.inc();
+        InFlight { gauge }
+    }
+
+    /// Counts a cache lookup.
+    pub fn cache_request(&self, result: CacheResult) {
+        self.cache_requests
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts a finished cache fill.
+    pub fn cache_fill(&self, result: FillResult) {
+        self.cache_fills
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts a shared-body branch detached for lagging; `branch` names it
+    /// (e.g. `client`, `cache`, `mirror`).
+    pub fn share_lag_detach(&self, branch: &str) {
+        self.share_lag_detaches
+            .get_or_create(&BranchLabels {
+                branch: branch.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a finished mirrored request.
+    pub fn mirror_request(&self, outcome: MirrorOutcome) {
+        self.mirror_requests
+            .get_or_create(&MirrorLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// Counts an SSR page by what its composition decided
+    /// ([`SSR_PAGE_RESULTS`]).
+    pub fn ssr_page(&self, result: &'static str) {
+        self.ssr_pages.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// Counts a finished SSR fragment, and the failure on its way if any.
+    pub fn ssr_fragment(
+        &self,
+        outcome: weir_ssr::FragmentOutcome,
+        failure: Option<&weir_ssr::Failure>,
+    ) {
+        self.ssr_fragments
+            .get_or_create(&MirrorLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        if let Some(f) = failure {
+            self.ssr_failures
+                .get_or_create(&KindLabels { kind: f.kind() })
+                .inc();
+        }
+    }
+
+    /// Counts a cache hit read from another request's fill.
+    pub fn cache_collapsed(&self) {
+        self.cache_collapsed.inc();
+    }
+
+    /// Counts a `304` the cache made for a client's own conditional.
+    pub fn cache_not_modified(&self) {
+        self.cache_not_modified.inc();
+    }
+
+    /// Counts a background revalidation started.
+    pub fn cache_background_revalidation(&self) {
+        self.cache_background.inc();
+    }
+
+    /// `weir_cache_requests_total{result}` now.
+    pub fn cache_request_count(&self, result: CacheResult) -> u64 {
+        count(
+            &self.cache_requests,
+            &ResultLabels {
+                result: result.as_str(),
+            },
+        )
+    }
+
+    /// `weir_cache_fills_total{result}` now.
+    pub fn cache_fill_count(&self, result: FillResult) -> u64 {
+        count(
+            &self.cache_fills,
+            &ResultLabels {
+                result: result.as_str(),
+            },
+        )
+    }
+
+    /// `weir_cache_collapsed_total` now.
+    pub fn cache_collapsed_count(&self) -> u64 {
+        self.cache_collapsed.get()
+    }
+
+    /// `weir_cache_not_modified_total` now.
+    pub fn cache_not_modified_count(&self) -> u64 {
+        self.cache_not_modified.get()
+    }
+
+    /// `weir_cache_background_revalidations_total` now.
+    pub fn cache_background_revalidation_count(&self) -> u64 {
+        self.cache_background.get()
+    }
+
+    /// `weir_share_lag_detaches_total{branch}` now.
+    pub fn share_lag_detach_count(&self, branch: &str) -> u64 {
+        count(
+            &self.share_lag_detaches,
+            &BranchLabels {
+                branch: branch.to_owned(),
+            },
+        )
+    }
+
+    /// `weir_mirror_requests_total{outcome}` now.
+    pub fn mirror_request_count(&self, outcome: MirrorOutcome) -> u64 {
+        count(
+            &self.mirror_requests,
+            &MirrorLabels {
+                outcome: outcome.as_str(),
+            },
+        )
+    }
+
+    /// Every family in the OpenMetrics text format ([`CONTENT_TYPE`]),
+    /// ending with `# EOF`.
+    ///
+    /// # Errors
+    /// Only a formatting error, which writing to a `String` never gives.
+    pub fn encode(&self) -> Result<String, fmt::Error> {
+        let mut out = String::with_capacity(8 * 1024);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// The value of `labels` in `family`, 0 when it has none yet.
+fn count<L>(family: &Family<L, Counter>, labels: &L) -> u64
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    family.get(labels).map_or(0, |c| c.get())
+}
