@@ -16,6 +16,7 @@ use std::net::IpAddr;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{StatusCode, Version};
+use weir_http::{list, transfer_coding};
 
 /// Fields that are hop-by-hop whether or not `Connection` names them
 /// (RFC 9110 §7.6.1, plus the obsolete `Proxy-Connection` and `Keep-Alive`).
@@ -64,26 +65,11 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
         }
     }
 
-    let te_trailers = headers
-        .get_all(header::TE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|member| {
-            let mut parts = member.split(';').map(str::trim);
-            let is_trailers = parts
-                .next()
-                .is_some_and(|t| t.eq_ignore_ascii_case("trailers"));
-            // "trailers" takes no weight; a q of 0 would mean "not acceptable".
-            is_trailers && parts.all(|p| !is_zero_weight(p))
-        });
+    // "trailers" takes no weight; a q of 0 would mean "not acceptable".
+    let te_trailers = transfer_coding::accepts_trailers(headers.get_all(header::TE));
 
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+    let named: Vec<HeaderName> = list::members_all(headers.get_all(header::CONNECTION))
+        .filter_map(|name| HeaderName::from_bytes(name).ok())
         .collect();
     for name in named {
         headers.remove(name);
@@ -92,14 +78,6 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
         headers.remove(name);
     }
     te_trailers
-}
-
-/// Whether a `TE` parameter is a weight of zero (`q=0`, `q=0.0`, `Q=0.000`).
-fn is_zero_weight(param: &str) -> bool {
-    let Some((name, value)) = param.split_once('=') else {
-        return false;
-    };
-    name.trim().eq_ignore_ascii_case("q") && value.trim().parse::<f32>().is_ok_and(|q| q == 0.0)
 }
 
 /// Fields a trailer section must not carry because they control framing,
@@ -262,15 +240,7 @@ pub fn response_head(
     Ok(())
 }
 
-/// Whether a `Transfer-Encoding` value is exactly `chunked`, the one coding
-/// Weir decodes (hyper decodes it; anything else would pass through opaque).
-pub fn only_chunked(te: &HeaderValue) -> bool {
-    te.to_str().is_ok_and(|v| {
-        v.split(',')
-            .map(str::trim)
-            .all(|c| c.eq_ignore_ascii_case("chunked"))
-    })
-}
+pub use weir_http::transfer_coding::only_chunked;
 
 fn insert_str(headers: &mut HeaderMap, name: HeaderName, value: &str) {
     match HeaderValue::try_from(value) {
@@ -335,6 +305,30 @@ mod tests {
         }
         let mut h = map(&[("te", "trailers;q=0.5")]);
         assert!(remove_hop_by_hop(&mut h));
+    }
+
+    #[test]
+    fn te_and_connection_are_read_with_the_field_grammar() {
+        // A `trailers` inside a quoted parameter is not a member (before
+        // weir-http, the comma split the quoted string).
+        let mut h = map(&[("te", "gzip;x=\"a, trailers\"")]);
+        assert!(!remove_hop_by_hop(&mut h));
+        // A weight that is not a qvalue voids the member (it counted as
+        // non-zero before).
+        for malformed in ["trailers;q=abc", "trailers;q=2", "trailers;q"] {
+            let mut h = map(&[("te", malformed)]);
+            assert!(!remove_hop_by_hop(&mut h), "{malformed}");
+        }
+        // A `Connection` line with a byte above 0x7F was skipped whole
+        // before, so the fields it named were forwarded.
+        let mut h = map(&[("x-secret", "1"), ("x-kept", "2")]);
+        h.append(
+            header::CONNECTION,
+            HeaderValue::from_bytes(b"x-secret, x-caf\xe9").expect("value"),
+        );
+        remove_hop_by_hop(&mut h);
+        assert!(!h.contains_key("x-secret"), "{h:?}");
+        assert!(h.contains_key("x-kept"));
     }
 
     #[test]

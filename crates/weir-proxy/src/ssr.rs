@@ -292,9 +292,7 @@ fn new_request_id() -> String {
 pub fn is_template(headers: &HeaderMap, spec: &SsrSpec) -> bool {
     let html = headers
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("text/html"));
+        .is_some_and(weir_http::media_type::is_html);
     html && (spec.detect == TemplateDetect::Html || weir_ssr::is_template(headers))
 }
 

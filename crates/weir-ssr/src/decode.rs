@@ -13,6 +13,7 @@ use bytes::{Buf, Bytes};
 use flate2::{Decompress, FlushDecompress, Status};
 use http::HeaderMap;
 use http::header::CONTENT_ENCODING;
+use weir_http::list;
 use weir_stream::{Batch, BatchResult, Source, StreamError};
 
 use crate::fetch::BoxSource;
@@ -60,15 +61,18 @@ pub(crate) fn coding_of(headers: &HeaderMap) -> Result<Option<Coding>, DecodeErr
         let text = value
             .to_str()
             .map_err(|_| DecodeError::Unsupported("(not ASCII)".into()))?;
-        for c in text.split(',').map(str::trim).filter(|c| !c.is_empty()) {
-            let coding = if c.eq_ignore_ascii_case("gzip") || c.eq_ignore_ascii_case("x-gzip") {
+        for c in list::members(text) {
+            let coding = if c.eq_ignore_ascii_case(b"gzip") || c.eq_ignore_ascii_case(b"x-gzip") {
                 Coding::Gzip
-            } else if c.eq_ignore_ascii_case("deflate") {
+            } else if c.eq_ignore_ascii_case(b"deflate") {
                 Coding::Deflate
-            } else if c.eq_ignore_ascii_case("identity") {
+            } else if c.eq_ignore_ascii_case(b"identity") {
                 continue;
             } else {
-                return Err(DecodeError::Unsupported(c.to_owned()));
+                // `text` is ASCII: nothing is lost.
+                return Err(DecodeError::Unsupported(
+                    String::from_utf8_lossy(c).into_owned(),
+                ));
             };
             if found.replace(coding).is_some() {
                 return Err(DecodeError::Unsupported(text.to_owned()));

@@ -17,10 +17,12 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use serde::Deserialize;
+use weir_http::length::content_length;
+use weir_http::{content_coding, media_type};
 use weir_stream::{Batch, CancelToken, Coalesce, StreamError, Transform};
 
 use crate::compress::{self, CompressSettings, Compressor};
-use crate::fields::{add_vary_accept_encoding, content_length, no_transform, weaken_etag};
+use crate::fields::{add_vary_accept_encoding, no_transform, weaken_etag};
 use crate::html::{self, HtmlRewrite, HtmlRewriteSettings};
 use crate::msgpack::{MsgpackJsonSettings, MsgpackToJsonLines};
 
@@ -340,26 +342,20 @@ fn no_buffering(headers: &HeaderMap) -> bool {
         .any(|v| v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"no"))
 }
 
-/// The body is unencoded msgpack.
+/// The body is unencoded msgpack: every `Content-Encoding` coding is
+/// `identity` (or there is none) and the media type is one of msgpack's.
 fn is_msgpack(headers: &HeaderMap) -> bool {
-    let encoded = headers
-        .get(header::CONTENT_ENCODING)
-        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-    let Some(ct) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
         return false;
     };
-    let essence = ct.split(';').next().unwrap_or("").trim();
-    !encoded
+    content_coding::is_identity(headers)
         && [
             "application/msgpack",
             "application/x-msgpack",
             "application/vnd.msgpack",
         ]
         .iter()
-        .any(|t| essence.eq_ignore_ascii_case(t))
+        .any(|t| media_type::is(ct, t))
 }
 
 /// The head edits of a stage that changes the content: the length is no

@@ -4,6 +4,12 @@
 use std::fmt;
 
 use http::HeaderValue;
+use weir_http::qvalue::{self, parse as parse_qvalue};
+use weir_http::token::is_token;
+use weir_http::{list, params};
+// The tests check the trimming the parsers rely on.
+#[cfg(test)]
+use weir_http::ows::trim_ows;
 
 /// A content coding Weir compresses with (RFC 9110 §8.4.1, IANA HTTP
 /// Content Coding Registry).
@@ -48,7 +54,7 @@ impl fmt::Display for Coding {
 type Weight = u16;
 
 /// The highest weight, `q=1`, which a member without a weight has.
-const Q_ONE: Weight = 1000;
+const Q_ONE: Weight = qvalue::Q_ONE;
 
 /// The weights an `Accept-Encoding` field gives to what Weir cares about;
 /// `None` is "not listed". A coding listed twice keeps its lowest weight.
@@ -137,20 +143,14 @@ pub fn negotiate<'a>(
 ) -> Option<Coding> {
     let mut weights = Weights::default();
     let mut any_member = false;
-    for value in accept_encoding {
-        for member in value.as_bytes().split(|&b| b == b',') {
-            let member = trim_ows(member);
-            if member.is_empty() {
-                // Empty list elements are allowed and mean nothing (RFC 9110 §5.6.1).
-                continue;
-            }
-            any_member = true;
-            let Some((token, weight)) = parse_member(member) else {
-                continue;
-            };
-            if let Some(slot) = weights.slot(token) {
-                *slot = Some(slot.map_or(weight, |old| old.min(weight)));
-            }
+    // Empty list elements are allowed and mean nothing (RFC 9110 §5.6.1).
+    for member in list::members_all(accept_encoding) {
+        any_member = true;
+        let Some((token, weight)) = parse_member(member) else {
+            continue;
+        };
+        if let Some(slot) = weights.slot(token) {
+            *slot = Some(slot.map_or(weight, |old| old.min(weight)));
         }
     }
     if !any_member {
@@ -179,73 +179,26 @@ pub fn negotiate<'a>(
 /// Splits one list member, `token *( OWS ";" OWS name "=" value )`, into its
 /// token and weight. `None` when the member is malformed.
 fn parse_member(member: &[u8]) -> Option<(&[u8], Weight)> {
-    let mut parts = member.split(|&b| b == b';');
-    let token = trim_ows(parts.next()?);
-    if token.is_empty() || !token.iter().all(|&b| is_tchar(b)) {
+    let (token, params) = params::split(member);
+    if !is_token(token) {
         return None;
     }
     let mut weight = None;
-    for param in parts {
-        let param = trim_ows(param);
-        if param.is_empty() {
-            continue;
-        }
-        let eq = param.iter().position(|&b| b == b'=')?;
-        let (name, value) = (trim_ows(&param[..eq]), trim_ows(&param[eq + 1..]));
-        if name.eq_ignore_ascii_case(b"q") {
+    for param in params {
+        // Every parameter needs `=`; a weight is a bare qvalue, never quoted.
+        let value = param.raw_value()?;
+        if param.is("q") {
             if weight.is_some() {
                 return None;
             }
             weight = Some(parse_qvalue(value)?);
-        } else if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+        } else if !is_token(param.name()) {
             return None;
         }
         // Other parameters are not in the grammar of Accept-Encoding; they
         // are ignored rather than voiding the member.
     }
     Some((token, weight.unwrap_or(Q_ONE)))
-}
-
-/// Parses a qvalue, `( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`
-/// (RFC 9110 §12.4.2), into thousandths.
-fn parse_qvalue(value: &[u8]) -> Option<Weight> {
-    let (&int, rest) = value.split_first()?;
-    let decimals = match rest.split_first() {
-        None => &[][..],
-        Some((b'.', decimals)) if decimals.len() <= 3 => decimals,
-        Some(_) => return None,
-    };
-    if !decimals.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    match int {
-        b'1' if decimals.iter().all(|&d| d == b'0') => Some(Q_ONE),
-        b'0' => {
-            let mut thousandths: Weight = 0;
-            for i in 0..3 {
-                let digit = decimals.get(i).map_or(0, |d| Weight::from(d - b'0'));
-                thousandths = thousandths * 10 + digit;
-            }
-            Some(thousandths)
-        }
-        _ => None,
-    }
-}
-
-/// `tchar` (RFC 9110 §5.6.2).
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// Strips optional whitespace (spaces and tabs, RFC 9110 §5.6.3) at both ends.
-fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 #[cfg(test)]
@@ -268,6 +221,18 @@ mod tests {
         assert_eq!(parse_qvalue(b"0,5"), None);
         assert_eq!(parse_qvalue(b"0.a"), None);
         assert_eq!(parse_qvalue(b""), None);
+    }
+
+    #[test]
+    fn semicolons_inside_quoted_parameters_do_not_split() {
+        // Before weir-http, `q=0"` was read out of the quoted string and
+        // voided the gzip member, so br won.
+        let v = HeaderValue::from_static("gzip;ext=\"a;q=0\", br;q=0.5");
+        let preference = [Coding::Gzip, Coding::Brotli];
+        assert_eq!(negotiate([&v], &preference), Some(Coding::Gzip));
+        // A quoted weight is still malformed: the member is ignored.
+        let v = HeaderValue::from_static("gzip;q=\"1\", br;q=0.5");
+        assert_eq!(negotiate([&v], &preference), Some(Coding::Brotli));
     }
 
     #[test]

@@ -20,12 +20,16 @@ use flate2::{Compression, FlushCompress, Status};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use serde::{Deserialize, Deserializer};
+use weir_http::length::content_length;
+use weir_http::{content_coding, media_type};
 use weir_stream::{Batch, StreamError, Transform};
-
-use crate::fields::{add_vary_accept_encoding, list_members, no_transform, weaken_etag};
 use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
 
 use crate::coding::{Coding, negotiate};
+use crate::fields::{add_vary_accept_encoding, no_transform, weaken_etag};
+// The tests read lists with the same parser the stages use.
+#[cfg(test)]
+use weir_http::list::members as list_members;
 
 /// `[route.compress]` settings.
 ///
@@ -148,19 +152,19 @@ impl CompressSettings {
     /// uncompressed, by [`CompressSettings::skip_content_types`]. Parameters
     /// (`; charset=utf-8`) are ignored.
     pub fn skips_content_type(&self, content_type: &str) -> bool {
-        let essence = content_type.split(';').next().unwrap_or("").trim();
+        let essence = media_type::essence(content_type);
         let mut skip = false;
         for rule in &self.skip_content_types {
             if let Some(exception) = rule.strip_prefix('!') {
-                if exception.eq_ignore_ascii_case(essence) {
+                if exception.as_bytes().eq_ignore_ascii_case(essence) {
                     return false;
                 }
             } else if rule.ends_with('/') {
                 skip |= essence
                     .get(..rule.len())
-                    .is_some_and(|head| head.eq_ignore_ascii_case(rule));
+                    .is_some_and(|head| head.eq_ignore_ascii_case(rule.as_bytes()));
             } else {
-                skip |= rule.eq_ignore_ascii_case(essence);
+                skip |= rule.as_bytes().eq_ignore_ascii_case(essence);
             }
         }
         skip
@@ -304,12 +308,7 @@ fn eligible(
     {
         return false;
     }
-    let encoded = headers
-        .get_all(header::CONTENT_ENCODING)
-        .iter()
-        .flat_map(|v| list_members(v.as_bytes()))
-        .any(|coding| !coding.eq_ignore_ascii_case(b"identity"));
-    if encoded || no_transform(headers) {
+    if !content_coding::is_identity(headers) || no_transform(headers) {
         return false;
     }
     let skipped_type = match headers.get(header::CONTENT_TYPE).map(HeaderValue::to_str) {
@@ -319,11 +318,7 @@ fn eligible(
     if skipped_type {
         return false;
     }
-    let length = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    length.is_none_or(|length| length >= settings.min_length)
+    content_length(headers).is_none_or(|length| length >= settings.min_length)
 }
 
 /// Why a [`Compressor`] failed. It reaches the consumer as

@@ -1,30 +1,14 @@
-//! Response header fields that several stages read or edit: list parsing
-//! (RFC 9110 §5.6.1), `Cache-Control: no-transform`, `Vary`, `ETag`,
-//! `Content-Length`.
+//! Response header fields that several stages read or edit:
+//! `Cache-Control: no-transform`, `Vary`, `ETag`. The field grammar is
+//! `weir_http`'s.
 
 use http::{HeaderMap, HeaderValue, header};
+use weir_http::{directive, list};
 
 /// Whether `Cache-Control` carries `no-transform` (RFC 9111 §5.2.2.6):
 /// an intermediary must not change the content (RFC 9110 §7.7).
 pub(crate) fn no_transform(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .flat_map(|v| list_members(v.as_bytes()))
-        .any(|directive| {
-            let name = directive.split(|&b| b == b'=').next().unwrap_or_default();
-            trim_ows(name).eq_ignore_ascii_case(b"no-transform")
-        })
-}
-
-/// The `Content-Length`, if there is exactly one valid one.
-pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let mut values = headers.get_all(header::CONTENT_LENGTH).iter();
-    let first = values.next()?;
-    if values.next().is_some() {
-        return None;
-    }
-    first.to_str().ok()?.trim().parse().ok()
+    directive::has(headers.get_all(header::CACHE_CONTROL), "no-transform")
 }
 
 /// Adds `Accept-Encoding` to `Vary` unless it is there already or `Vary`
@@ -32,7 +16,7 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
 pub(crate) fn add_vary_accept_encoding(headers: &mut HeaderMap) {
     let mut combined: Vec<u8> = Vec::new();
     for value in headers.get_all(header::VARY) {
-        for member in list_members(value.as_bytes()) {
+        for member in list::members(value) {
             if member == b"*" || member.eq_ignore_ascii_case(b"accept-encoding") {
                 return;
             }
@@ -78,47 +62,4 @@ pub(crate) fn weaken_etag(headers: &mut HeaderMap) {
         Some(weak) => headers.insert(header::ETAG, weak),
         None => headers.remove(header::ETAG),
     };
-}
-
-/// The non-empty members of a comma-separated field value, trimmed; commas
-/// inside quoted strings do not split (RFC 9110 §5.6.1, §5.6.4).
-pub(crate) fn list_members(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut rest = value;
-    std::iter::from_fn(move || {
-        loop {
-            if rest.is_empty() {
-                return None;
-            }
-            let mut quoted = false;
-            let mut escaped = false;
-            let mut end = rest.len();
-            for (i, &b) in rest.iter().enumerate() {
-                match b {
-                    _ if escaped => escaped = false,
-                    b'\\' if quoted => escaped = true,
-                    b'"' => quoted = !quoted,
-                    b',' if !quoted => {
-                        end = i;
-                        break;
-                    }
-                    _ => {}
-                }
-            }
-            let member = trim_ows(&rest[..end]);
-            rest = rest.get(end + 1..).unwrap_or_default();
-            if !member.is_empty() {
-                return Some(member);
-            }
-        }
-    })
-}
-
-pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }

@@ -18,11 +18,12 @@ use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use http::HeaderMap;
-use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
+use http::header::CONTENT_TYPE;
 use lol_html::errors::RewritingError;
 use lol_html::html_content::{BailOut, ContentType, DocumentEnd, EndTag};
 use lol_html::send::{DocumentContentHandlers, Element, ElementContentHandlers, HtmlRewriter};
 use lol_html::{AsciiCompatibleEncoding, HandlerResult, MemorySettings, OutputSink};
+use weir_http::{content_coding, media_type, params};
 use weir_stream::{Batch, StreamError, Transform};
 
 pub use settings::{
@@ -50,24 +51,18 @@ pub use settings::{
 /// URL whose bytes do not decode is not rewritten, and only the tags changed
 /// are re-serialized.) A `<meta charset>` in the document is not consulted.
 pub fn rewritable(response_headers: &HeaderMap) -> Option<&'static encoding_rs::Encoding> {
-    for coding in response_headers.get_all(CONTENT_ENCODING) {
-        let coding = coding.to_str().ok()?;
-        if !coding
-            .split(',')
-            .map(str::trim)
-            .all(|c| c.is_empty() || c.eq_ignore_ascii_case("identity"))
-        {
-            return None;
-        }
+    if !content_coding::is_identity(response_headers) {
+        return None;
     }
     let mut types = response_headers.get_all(CONTENT_TYPE).iter();
     let content_type = types.next()?;
     if types.next().is_some() {
         return None;
     }
+    // A charset label is text: a value that is not UTF-8 is left alone.
     let content_type = std::str::from_utf8(content_type.as_bytes()).ok()?;
-    let (essence, params) = content_type.split_once(';').unwrap_or((content_type, ""));
-    if !essence.trim().eq_ignore_ascii_case("text/html") {
+    let (essence, params) = media_type::split(content_type);
+    if !essence.eq_ignore_ascii_case(b"text/html") {
         return None;
     }
     let encoding = match charset_param(params) {
@@ -78,55 +73,12 @@ pub fn rewritable(response_headers: &HeaderMap) -> Option<&'static encoding_rs::
 }
 
 /// The value of the first `charset` parameter in `params` (what follows the
-/// media type's first `;`), unquoted. Parameter grammar: RFC 9110 §5.6.6.
-fn charset_param(params: &str) -> Option<String> {
-    let mut chars = params.chars().peekable();
-    loop {
-        // Name, up to `=` or `;`.
-        let mut name = String::new();
-        while let Some(&c) = chars.peek() {
-            if c == '=' || c == ';' {
-                break;
-            }
-            name.push(c);
-            chars.next();
-        }
-        let mut value = String::new();
-        if chars.peek() == Some(&'=') {
-            chars.next();
-            while chars.peek().is_some_and(|c| *c == ' ' || *c == '\t') {
-                chars.next();
-            }
-            if chars.peek() == Some(&'"') {
-                chars.next();
-                while let Some(c) = chars.next() {
-                    match c {
-                        '"' => break,
-                        '\\' => value.extend(chars.next()),
-                        c => value.push(c),
-                    }
-                }
-                // Skip anything up to the next parameter.
-                while chars.peek().is_some_and(|c| *c != ';') {
-                    chars.next();
-                }
-            } else {
-                while let Some(&c) = chars.peek() {
-                    if c == ';' {
-                        break;
-                    }
-                    value.push(c);
-                    chars.next();
-                }
-            }
-        }
-        if name.trim().eq_ignore_ascii_case("charset") {
-            let value = value.trim();
-            return (!value.is_empty()).then(|| value.to_owned());
-        }
-        // At `;` or the end.
-        chars.next()?;
-    }
+/// media type's first `;`), unquoted and trimmed; `None` when it is
+/// missing or empty. Parameter grammar: RFC 9110 §5.6.6 (`weir_http::params`).
+fn charset_param<T: AsRef<[u8]> + ?Sized>(params: &T) -> Option<String> {
+    let value = params::parameters(params).get("charset")?;
+    let value = std::str::from_utf8(&value).ok()?.trim();
+    (!value.is_empty()).then(|| value.to_owned())
 }
 
 /// Why a rewriter could not be built, or failed beyond recovery.

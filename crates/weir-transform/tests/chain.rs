@@ -134,6 +134,39 @@ fn msgpack_json_applies_to_msgpack_only_and_edits_the_head() {
 }
 
 #[test]
+fn msgpack_json_reads_every_content_encoding_line_and_quoted_parameters() {
+    let spec = ChainSpec::new(vec![StageSpec::MsgpackJson(MsgpackJsonSettings::default())])
+        .expect("valid");
+    // Since weir-http: `Content-Encoding` is a list over all its lines, as
+    // for html-rewrite and compress (only the first line was read, whole).
+    let mut encoded = head(&[
+        ("content-type", "application/msgpack"),
+        ("content-encoding", "identity"),
+        ("content-encoding", "gzip"),
+    ]);
+    assert!(plan(&spec, Method::GET, 200, &mut encoded).is_empty());
+    let mut identity = head(&[
+        ("content-type", "application/msgpack"),
+        ("content-encoding", "identity, identity"),
+    ]);
+    assert_eq!(
+        plan(&spec, Method::GET, 200, &mut identity),
+        [StageName::MsgpackJson]
+    );
+    // A quoted parameter may hold obs-text (RFC 9110 §5.6.4); the media
+    // type is still msgpack (`to_str` refused the whole value before).
+    let mut latin = head(&[]);
+    latin.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_bytes(b"application/msgpack; note=\"caf\xe9\"").expect("value"),
+    );
+    assert_eq!(
+        plan(&spec, Method::GET, 200, &mut latin),
+        [StageName::MsgpackJson]
+    );
+}
+
+#[test]
 fn an_empty_chain_hands_batches_on_as_they_came() {
     let spec = ChainSpec::default();
     let mut chain = spec.plan(

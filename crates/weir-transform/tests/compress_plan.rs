@@ -287,6 +287,22 @@ fn lengths() {
 }
 
 #[test]
+fn a_list_of_identical_lengths_is_that_length() {
+    // RFC 9110 §8.6 lets a recipient take `N, N` as N, and hyper frames the
+    // body by it; since weir-http, min_length applies to it too (before, the
+    // length counted as unknown and the response was compressed).
+    let with_length = |len: &'static str| {
+        let mut h = page(&[]);
+        h.insert(header::CONTENT_LENGTH, HeaderValue::from_static(len));
+        h
+    };
+    assert_untouched(200, &Method::GET, with_length("100, 100"));
+    assert_eq!(run(200, &mut with_length("300, 300")), Some(Coding::Zstd));
+    // Differing values are no length: compressed like a streamed body.
+    assert_eq!(run(200, &mut with_length("100, 300")), Some(Coding::Zstd));
+}
+
+#[test]
 fn no_transform_is_untouched() {
     assert_untouched(
         200,

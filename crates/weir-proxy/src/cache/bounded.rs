@@ -13,9 +13,9 @@
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use http_cache_semantics::{AfterResponse, CachePolicy};
-
-/// The largest delta-seconds value the cache takes (RFC 9111 §1.2.2).
-pub(crate) const MAX_DELTA_SECONDS: u64 = 1 << 31;
+use weir_http::delta::{self, MAX_DELTA_SECONDS};
+use weir_http::ows::trim_ows;
+use weir_http::{directive, list, quoted};
 
 /// The policy for the response `head` to `view`.
 pub(crate) fn policy(view: &http::request::Parts, head: &http::response::Parts) -> CachePolicy {
@@ -42,46 +42,45 @@ pub(crate) fn after_response<B>(
 /// A copy of the head with `Age` and the numeric `Cache-Control` arguments
 /// capped at [`MAX_DELTA_SECONDS`]; `None` when none is past it.
 fn capped(status: StatusCode, headers: &HeaderMap) -> Option<http::response::Parts> {
-    let too_big = |v: &str| {
-        let v = v.trim().trim_matches('"');
-        !v.is_empty()
-            && v.bytes().all(|b| b.is_ascii_digit())
-            && v.parse::<u64>().map_or(true, |n| n > MAX_DELTA_SECONDS)
-    };
-    let over = headers
-        .get_all(header::AGE)
-        .iter()
-        .chain(headers.get_all(header::CACHE_CONTROL))
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|d| too_big(d.split_once('=').map_or(d, |(_, v)| v)));
+    // `Age: "5"` is not valid, but has always been read like `Age: 5`.
+    let age_too_big = |v: &HeaderValue| too_big(&quoted::unquote(trim_ows(v.as_bytes())));
+    let argument_too_big = |d: &directive::Directive<'_>| d.argument().is_some_and(|a| too_big(&a));
+    let over = headers.get_all(header::AGE).iter().any(age_too_big)
+        || directive::directives(headers.get_all(header::CACHE_CONTROL))
+            .any(|d| argument_too_big(&d));
     if !over {
         return None;
     }
-    let max = MAX_DELTA_SECONDS.to_string();
     let mut out = headers.clone();
     out.remove(header::AGE);
     for v in headers.get_all(header::AGE) {
-        let capped = match v.to_str() {
-            Ok(s) if too_big(s) => HeaderValue::from(MAX_DELTA_SECONDS),
-            _ => v.clone(),
+        let capped = if age_too_big(v) {
+            HeaderValue::from(MAX_DELTA_SECONDS)
+        } else {
+            v.clone()
         };
         out.append(header::AGE, capped);
     }
     out.remove(header::CACHE_CONTROL);
     for v in headers.get_all(header::CACHE_CONTROL) {
-        let Ok(text) = v.to_str() else {
+        if !list::members(v).any(|m| argument_too_big(&directive::parse(m))) {
             out.append(header::CACHE_CONTROL, v.clone());
             continue;
-        };
-        let directives: Vec<String> = text
-            .split(',')
-            .map(|d| match d.split_once('=') {
-                Some((name, arg)) if too_big(arg) => format!("{name}={max}"),
-                _ => d.to_owned(),
-            })
-            .collect();
-        match HeaderValue::try_from(directives.join(",")) {
+        }
+        let mut text = Vec::with_capacity(v.len());
+        for member in list::members(v) {
+            if !text.is_empty() {
+                text.extend_from_slice(b", ");
+            }
+            let d = directive::parse(member);
+            if argument_too_big(&d) {
+                text.extend_from_slice(d.name());
+                text.extend_from_slice(format!("={MAX_DELTA_SECONDS}").as_bytes());
+            } else {
+                text.extend_from_slice(member);
+            }
+        }
+        match HeaderValue::from_bytes(&text) {
             Ok(value) => out.append(header::CACHE_CONTROL, value),
             Err(_) => out.append(header::CACHE_CONTROL, v.clone()),
         };
@@ -90,6 +89,13 @@ fn capped(status: StatusCode, headers: &HeaderMap) -> Option<http::response::Par
     head.status = status;
     head.headers = out;
     Some(head)
+}
+
+/// Whether `v` is a delta-seconds value past [`MAX_DELTA_SECONDS`]: one
+/// the cache takes as 2^31, but whose exact value is larger (or does not
+/// fit a `u64`).
+fn too_big(v: &[u8]) -> bool {
+    delta::parse_capped(v) == Some(MAX_DELTA_SECONDS) && delta::parse(v) != Some(MAX_DELTA_SECONDS)
 }
 
 #[cfg(test)]
@@ -126,5 +132,25 @@ mod tests {
         );
         let ok = fields(&[("age", "2147483648"), ("cache-control", "max-age=60")]);
         assert!(capped(StatusCode::OK, &ok).is_none());
+    }
+
+    #[test]
+    fn numbers_inside_quoted_strings_are_not_capped() {
+        // Before weir-http the comma in the quoted string split it, and the
+        // `max-age` inside was rewritten.
+        let h = fields(&[(
+            "cache-control",
+            "private=\"a, max-age=99999999999\", max-age=60",
+        )]);
+        assert!(capped(StatusCode::OK, &h).is_none());
+        let h = fields(&[(
+            "cache-control",
+            "private=\"a, max-age=99999999999\", max-age=99999999999",
+        )]);
+        let head = capped(StatusCode::OK, &h).expect("capped");
+        assert_eq!(
+            head.headers["cache-control"],
+            "private=\"a, max-age=99999999999\", max-age=2147483648"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderName};
 use http::{HeaderMap, StatusCode};
+use weir_http::etag::{self, EntityTag};
 
 /// The fields a `304` carries from the response it stands for (RFC 9110
 /// §15.4.5: those a `200` would have had; `Last-Modified` as well).
@@ -56,72 +57,19 @@ pub(crate) fn not_modified(request: &HeaderMap, status: StatusCode, stored: &Hea
 
 /// `If-None-Match` (all its field lines) against the stored `ETag`.
 fn if_none_match_matches(request: &HeaderMap, stored: &HeaderMap) -> bool {
-    let values: Vec<&[u8]> = request
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .map(|v| v.as_bytes())
-        .collect();
-    if values.len() == 1 && values[0].trim_ascii() == b"*" {
+    let mut values = request.get_all(header::IF_NONE_MATCH).iter();
+    if let (Some(only), None) = (values.next(), values.next())
+        && etag::is_any(only)
+    {
         return true;
     }
-    let Some(etag) = stored
-        .get(header::ETAG)
-        .and_then(|v| single_tag(v.as_bytes()))
-    else {
+    let Some(etag) = stored.get(header::ETAG).and_then(EntityTag::parse) else {
         return false;
     };
-    values
+    request
+        .get_all(header::IF_NONE_MATCH)
         .iter()
-        .any(|v| EntityTags(v).any(|tag| tag.is_ok_and(|t| t == etag)))
-}
-
-/// The opaque tag (quotes included) of a field holding one entity-tag.
-fn single_tag(value: &[u8]) -> Option<&[u8]> {
-    let mut tags = EntityTags(value);
-    let tag = tags.next()?.ok()?;
-    tags.next().is_none().then_some(tag)
-}
-
-/// The opaque tags (quotes included, `W/` dropped: the weak comparison) of
-/// a comma-separated list of entity-tags (RFC 9110 §8.8.3). Yields one
-/// `Err(())` and stops at the first malformed member.
-struct EntityTags<'a>(&'a [u8]);
-
-impl<'a> Iterator for EntityTags<'a> {
-    type Item = Result<&'a [u8], ()>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = self.0.trim_ascii_start();
-        let rest = match rest
-            .iter()
-            .position(|&b| b != b',' && b != b' ' && b != b'\t')
-        {
-            Some(i) => &rest[i..],
-            None => {
-                self.0 = &[];
-                return None;
-            }
-        };
-        let rest = rest.strip_prefix(b"W/").unwrap_or(rest);
-        // etagc: %x21 / %x23-7E / obs-text, between quotes; a comma is allowed.
-        let tag = rest.strip_prefix(b"\"").and_then(|after| {
-            let end = after.iter().position(|&b| b == b'"')?;
-            let ok = after[..end]
-                .iter()
-                .all(|&b| b == 0x21 || (b >= 0x23 && b != 0x7f));
-            ok.then(|| (&rest[..end + 2], &after[end + 1..]))
-        });
-        match tag {
-            Some((tag, after)) => {
-                self.0 = after;
-                Some(Ok(tag))
-            }
-            None => {
-                self.0 = &[];
-                Some(Err(()))
-            }
-        }
-    }
+        .any(|v| etag::list(v).any(|tag| tag.is_ok_and(|t| t.weak_eq(&etag))))
 }
 
 fn http_date(value: &http::HeaderValue) -> Option<SystemTime> {

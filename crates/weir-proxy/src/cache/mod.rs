@@ -48,6 +48,10 @@ use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_cache_semantics::{AfterResponse, BeforeRequest, CachePolicy};
 use hyper::body::Incoming;
+use weir_http::directive;
+use weir_http::etag::EntityTag;
+use weir_http::length::content_length;
+use weir_http::ows::trim_ows;
 
 use fill::UpstreamBody;
 pub use fill::{Abandoned, CacheSource};
@@ -439,23 +443,16 @@ fn while_revalidate(entry: &Entry, view: &http::request::Parts, now: SystemTime)
     if window.is_zero() || !entry.policy.is_stale(now) || entry.stale_for(now) > window {
         return false;
     }
-    let asks_fresher = view
-        .headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|d| d.split_once('=').map_or(d, |(k, _)| k).trim())
-        .any(|d| {
-            ["no-cache", "max-age", "min-fresh"]
-                .iter()
-                .any(|n| d.eq_ignore_ascii_case(n))
-        });
-    let pragma_no_cache = view.headers.get_all(header::PRAGMA).iter().any(|v| {
-        v.to_str()
-            .is_ok_and(|v| v.to_ascii_lowercase().contains("no-cache"))
-    });
-    !asks_fresher && !pragma_no_cache
+    !asks_fresher(&view.headers)
+}
+
+/// Whether a request's `Cache-Control` has `no-cache`, `max-age` or
+/// `min-fresh` (RFC 9111 §5.2.1), or its `Pragma` has `no-cache` (RFC 9111
+/// §5.4): it wants a response fresher than a stale one.
+fn asks_fresher(request: &HeaderMap) -> bool {
+    let cache_control = directive::directives(request.get_all(header::CACHE_CONTROL))
+        .any(|d| ["no-cache", "max-age", "min-fresh"].iter().any(|n| d.is(n)));
+    cache_control || directive::has(request.get_all(header::PRAGMA), "no-cache")
 }
 
 /// Replaces the client's own `If-None-Match` / `If-Modified-Since` in the
@@ -476,16 +473,6 @@ fn set_validators(headers: &mut HeaderMap, entry: Option<&Entry>) {
             headers.insert(to, v.clone());
         }
     }
-}
-
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
 }
 
 impl Ticket {
@@ -578,14 +565,7 @@ fn refresh(
     resp: &Response<Incoming>,
     now: SystemTime,
 ) -> Option<Arc<Entry>> {
-    let opaque = |h: &HeaderMap| {
-        h.get(header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .map(|t| t.trim().trim_start_matches("W/").to_owned())
-    };
-    if let Some(new) = opaque(resp.headers())
-        && opaque(&entry.headers).is_none_or(|old| old != new)
-    {
+    if !same_validator(resp.headers(), &entry.headers) {
         return None;
     }
     let mut headers = entry.headers.clone();
@@ -610,6 +590,21 @@ fn refresh(
         policy,
         entry.body.to_vec(),
     )))
+}
+
+/// Whether a `304` with fields `fresh` can be about the entry with fields
+/// `stored`: it has no `ETag`, or the entry's `ETag` equals it under the
+/// weak comparison (RFC 9110 §8.8.3.2). A malformed `ETag` is compared
+/// byte for byte.
+fn same_validator(fresh: &HeaderMap, stored: &HeaderMap) -> bool {
+    fn tag(h: &HeaderMap) -> Option<&[u8]> {
+        let v = h.get(header::ETAG)?;
+        Some(EntityTag::parse(v).map_or_else(|| trim_ows(v.as_bytes()), |t| t.opaque()))
+    }
+    match tag(fresh) {
+        None => true,
+        Some(new) => tag(stored) == Some(new),
+    }
 }
 
 /// What [`Fill::start`] made of the upstream body.
@@ -739,5 +734,58 @@ impl Fill {
             drop(leader);
         });
         FillStart::Teed(CacheSource::Primary(client))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(pairs: &[(&'static str, &'static [u8])]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_bytes(v).expect("value"));
+        }
+        h
+    }
+
+    #[test]
+    fn a_304_is_about_the_entry_with_the_same_weak_etag() {
+        let stored = fields(&[("etag", b"\"v1\"")]);
+        assert!(same_validator(&fields(&[]), &stored));
+        assert!(same_validator(&fields(&[("etag", b"W/\"v1\"")]), &stored));
+        assert!(same_validator(&fields(&[("etag", b" \"v1\" ")]), &stored));
+        assert!(!same_validator(&fields(&[("etag", b"\"v2\"")]), &stored));
+        assert!(!same_validator(
+            &fields(&[("etag", b"\"v1\"")]),
+            &fields(&[])
+        ));
+        // Malformed tags: byte for byte, as before.
+        let odd = fields(&[("etag", b"v1")]);
+        assert!(same_validator(&odd, &odd));
+        assert!(!same_validator(&odd, &stored));
+        // obs-text is allowed in an opaque tag (RFC 9110 §8.8.3). Before
+        // weir-http such a 304 ETag was not read at all, so any entry
+        // matched it.
+        let latin = fields(&[("etag", b"\"caf\xe9\"")]);
+        assert!(same_validator(&latin, &latin));
+        assert!(!same_validator(&latin, &stored));
+    }
+
+    #[test]
+    fn requests_that_ask_for_fresher_responses() {
+        let asks = |pairs: &[(&'static str, &'static [u8])]| asks_fresher(&fields(pairs));
+        assert!(!asks(&[]));
+        assert!(asks(&[("cache-control", b"max-age=0")]));
+        assert!(asks(&[("cache-control", b"no-store, No-Cache")]));
+        assert!(asks(&[("cache-control", b"min-fresh=5")]));
+        assert!(!asks(&[("cache-control", b"max-stale=5, no-transform")]));
+        assert!(asks(&[("pragma", b"no-cache")]));
+        assert!(asks(&[("pragma", b"x, NO-CACHE")]));
+        // Before weir-http: the quoted `max-age=5` was a directive, and
+        // `Pragma` matched `no-cache` anywhere in its text.
+        assert!(!asks(&[("cache-control", b"ext=\"a, max-age=5\"")]));
+        assert!(!asks(&[("pragma", b"x-no-cache-please")]));
+        assert!(!asks(&[("pragma", b"ext=\"no-cache\"")]));
     }
 }

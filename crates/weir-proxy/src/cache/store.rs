@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, StatusCode, header};
 use http_cache_semantics::{BeforeRequest, CachePolicy};
+use weir_http::{delta, directive};
 
 /// Most variants (distinct Vary selections) kept per primary key; the
 /// oldest is dropped beyond it.
@@ -52,7 +53,7 @@ impl Entry {
         // do: so is Weir.)
         let forbids_stale = ["no-cache", "must-revalidate", "proxy-revalidate"]
             .iter()
-            .any(|d| has_directive(&headers, d));
+            .any(|d| directive::has(headers.get_all(header::CACHE_CONTROL), d));
         let stale_while_revalidate = if forbids_stale {
             Duration::ZERO
         } else {
@@ -86,29 +87,13 @@ impl Entry {
     }
 }
 
-/// The seconds of a `Cache-Control: name=N` response directive, or zero.
+/// The seconds of the first `Cache-Control: name=N` response directive
+/// (quoted or not), or zero: also when N is not a delta-seconds value or
+/// does not fit a `u64`.
 fn directive_secs(headers: &HeaderMap, name: &str) -> Duration {
-    headers
-        .get_all(http::header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|d| d.trim().split_once('='))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
-        .and_then(|(_, v)| v.trim().trim_matches('"').parse::<u64>().ok())
+    directive::argument(headers.get_all(header::CACHE_CONTROL), name)
+        .and_then(|n| delta::parse(&n))
         .map_or(Duration::ZERO, Duration::from_secs)
-}
-
-/// Whether the response's `Cache-Control` has directive `name` (with or
-/// without an argument).
-fn has_directive(headers: &HeaderMap, name: &str) -> bool {
-    headers
-        .get_all(http::header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|d| d.split_once('=').map_or(d, |(k, _)| k).trim())
-        .any(|k| k.eq_ignore_ascii_case(name))
 }
 
 /// The variants of one primary key.
@@ -302,6 +287,24 @@ mod tests {
             let e = with_cache_control(cc);
             assert_eq!(e.stale_while_revalidate, Duration::ZERO, "{cc}");
         }
+    }
+
+    #[test]
+    fn windows_ignore_directives_inside_quoted_strings() {
+        // Before weir-http, a comma inside a quoted argument split it: both
+        // `must-revalidate` (SWR off) and `stale-if-error=30` were read
+        // out of the quoted strings below.
+        let e = with_cache_control(
+            "max-age=1, ext=\"a, must-revalidate, b\", stale-while-revalidate=30, \
+             other=\"x, stale-if-error=30\"",
+        );
+        assert_eq!(e.stale_while_revalidate, Duration::from_secs(30));
+        assert_eq!(e.stale_if_error, Duration::ZERO);
+        // A quoted argument is unescaped, not just stripped of its quotes.
+        let e = with_cache_control("max-age=1, stale-if-error=\"30\"");
+        assert_eq!(e.stale_if_error, Duration::from_secs(30));
+        let e = with_cache_control("max-age=1, stale-if-error=30\"");
+        assert_eq!(e.stale_if_error, Duration::ZERO);
     }
 
     #[test]

@@ -8,6 +8,11 @@ use std::path::Path;
 use http::Uri;
 use ipnet::IpNet;
 use toml::Spanned;
+use weir_http::host;
+use weir_http::token::is_token;
+
+// The proxy's request phases use it as `config::strip_port`.
+pub use weir_http::host::strip_port;
 
 use super::cache::cache_settings;
 use super::error::{ConfigError, Errors};
@@ -446,16 +451,6 @@ fn route_host(text: &str) -> Result<String, String> {
     Ok(host.to_owned())
 }
 
-/// The port written after the host in `authority`, if any (possibly empty
-/// or out of range; `Authority::port_u16` cannot tell those from none).
-fn port_text(authority: &str) -> Option<&str> {
-    let after_host = match authority.rfind(']') {
-        Some(i) => &authority[i + 1..],
-        None => authority,
-    };
-    after_host.rfind(':').map(|i| &after_host[i + 1..])
-}
-
 fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
     // The http crate drops a fragment without a word; refuse it instead.
     if text.contains('#') {
@@ -487,7 +482,7 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
             "{text:?}: user info in upstream URLs is not supported"
         ));
     }
-    if let Some(port) = port_text(authority.as_str()) {
+    if let Some(port) = host::port(authority.as_str()) {
         match port.parse::<u16>() {
             Ok(0) => return Err(format!("{text:?}: port 0 is not a port to connect to")),
             Ok(_) => {}
@@ -513,23 +508,4 @@ fn parse_net(text: &str) -> Option<IpNet> {
     text.parse::<IpNet>()
         .ok()
         .or_else(|| text.parse::<IpAddr>().ok().map(IpNet::from))
-}
-
-/// RFC 9110 §5.6.2 `token`.
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// `host` without a trailing `:port` (IPv6 literals keep their brackets).
-pub fn strip_port(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(i)
-            if !host[i..].contains(']') && host[i + 1..].bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            &host[..i]
-        }
-        _ => host,
-    }
 }
