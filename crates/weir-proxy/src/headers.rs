@@ -401,4 +401,57 @@ mod tests {
         assert_eq!(h["cookie"], "a=1; b=2");
         assert_eq!(h.get_all("cookie").iter().count(), 1);
     }
+
+    fn upstream_head(status: u16, fields: &[(&str, &str)]) -> http::response::Parts {
+        let mut b = http::Response::builder()
+            .status(status)
+            .version(Version::HTTP_10);
+        for (k, v) in fields {
+            b = b.header(*k, *v);
+        }
+        b.body(()).expect("response").into_parts().0
+    }
+
+    #[test]
+    fn the_response_head_filter_cleans_what_it_forwards() {
+        let mut head = upstream_head(
+            200,
+            &[
+                ("connection", "x-secret"),
+                ("x-secret", "1"),
+                ("keep-alive", "timeout=5"),
+                ("content-length", "5"),
+            ],
+        );
+        response_head(&mut head, "weir").expect("forwardable");
+        assert!(head.headers.get("x-secret").is_none());
+        assert!(head.headers.get("keep-alive").is_none());
+        assert_eq!(
+            head.headers.get("content-length").map(|v| v.as_bytes()),
+            Some(&b"5"[..])
+        );
+        assert_eq!(
+            head.headers.get("via").map(|v| v.as_bytes()),
+            Some(&b"1.0 weir"[..])
+        );
+        assert_eq!(head.version, Version::default());
+        let mut empty = upstream_head(204, &[("content-length", "0")]);
+        response_head(&mut empty, "weir").expect("forwardable");
+        assert!(
+            empty.headers.get("content-length").is_none(),
+            "204 carries no length"
+        );
+    }
+
+    #[test]
+    fn the_response_head_filter_refuses_an_unasked_101_and_unknown_codings() {
+        let mut switching = upstream_head(101, &[("upgrade", "websocket")]);
+        assert!(response_head(&mut switching, "weir").is_err());
+        for te in ["gzip", "gzip, chunked", "chunked, identity"] {
+            let mut coded = upstream_head(200, &[("transfer-encoding", te)]);
+            assert!(response_head(&mut coded, "weir").is_err(), "{te}");
+        }
+        let mut chunked = upstream_head(200, &[("transfer-encoding", "chunked")]);
+        assert!(response_head(&mut chunked, "weir").is_ok());
+    }
 }

@@ -7,11 +7,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::cache::{Cache, CacheStats};
+use crate::cache::Cache;
 use crate::config::{Config, ServerSettings, UpstreamTarget, UpstreamUrl};
 use crate::metrics::{self, Metrics};
 use crate::mirror::Mirror;
 use crate::route::RouteTable;
+use crate::ssr::ProxyFetcher;
 use crate::upstream::UpstreamClient;
 
 /// Why a [`Proxy`] could not be built from a config.
@@ -55,7 +56,7 @@ pub struct Proxy {
     pub(crate) cache: Option<Arc<Cache>>,
     /// Each route's SSR fragment fetcher, by route index (`None`: the
     /// route composes nothing).
-    pub(crate) fetchers: Vec<Option<Arc<crate::ssr::ProxyFetcher>>>,
+    pub(crate) fetchers: Vec<Option<Arc<ProxyFetcher>>>,
     /// Counts SSR fragment outcomes into `metrics`.
     pub(crate) ssr_observer: Arc<crate::ssr::MetricsObserver>,
 }
@@ -92,50 +93,13 @@ impl Proxy {
             .chain([metrics::NO_ROUTE.to_owned()])
             .map(Arc::new)
             .collect();
-        let mirrors = config
-            .routes
-            .iter()
-            .map(|r| {
-                r.mirror.as_ref().and_then(|m| {
-                    let up = upstreams.get(m.upstream)?;
-                    Some(Mirror::new(
-                        up.name.clone(),
-                        up.url.clone(),
-                        m.clone(),
-                        Arc::clone(&metrics),
-                    ))
-                })
-            })
-            .collect();
+        let mirrors = mirrors(config, &upstreams, &metrics);
         let cache = config
             .routes
             .iter()
             .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
-            .then(|| {
-                let cache = Cache::new(&config.cache);
-                cache.stats().count_into(Arc::clone(&metrics));
-                cache
-            });
-        let fetchers = config
-            .routes
-            .iter()
-            .map(|r| {
-                r.ssr.as_ref().map(|s| {
-                    let allowed: Arc<[UpstreamUrl]> = s
-                        .fragment_upstreams
-                        .iter()
-                        .filter_map(|&i| upstreams.get(i).map(|u| u.url.clone()))
-                        .collect();
-                    Arc::new(crate::ssr::ProxyFetcher::new(
-                        client.clone(),
-                        allowed,
-                        config.server.body_idle_timeout,
-                        &config.server.via_pseudonym,
-                        cache.clone().filter(|_| s.cache_fragments),
-                    ))
-                })
-            })
-            .collect();
+            .then(|| Cache::new(&config.cache, Arc::clone(&metrics)));
+        let fetchers = fetchers(config, &upstreams, &client, cache.as_ref());
         Ok(Arc::new(Proxy {
             fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
@@ -149,13 +113,6 @@ impl Proxy {
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
         }))
-    }
-
-    /// Response cache counters, all routes (zero when no route caches).
-    pub fn cache_stats(&self) -> Arc<CacheStats> {
-        self.cache
-            .as_ref()
-            .map_or_else(Arc::default, |c| Arc::clone(c.stats()))
     }
 
     /// Live upstream connection counts.
@@ -188,4 +145,56 @@ impl Proxy {
             .iter()
             .any(|net| net.contains(&ip))
     }
+}
+
+/// Each route's mirror, by route index.
+fn mirrors(
+    config: &Config,
+    upstreams: &[ResolvedUpstream],
+    metrics: &Arc<Metrics>,
+) -> Vec<Option<Mirror>> {
+    config
+        .routes
+        .iter()
+        .map(|r| {
+            let m = r.mirror.as_ref()?;
+            let up = upstreams.get(m.upstream)?;
+            Some(Mirror::new(
+                up.name.clone(),
+                up.url.clone(),
+                m.clone(),
+                Arc::clone(metrics),
+            ))
+        })
+        .collect()
+}
+
+/// Each SSR route's fragment fetcher, by route index: over the shared
+/// client, to the upstreams its `fragment_upstreams` allow, through the
+/// cache when it says `cache_fragments`.
+fn fetchers(
+    config: &Config,
+    upstreams: &[ResolvedUpstream],
+    client: &UpstreamClient,
+    cache: Option<&Arc<Cache>>,
+) -> Vec<Option<Arc<ProxyFetcher>>> {
+    config
+        .routes
+        .iter()
+        .map(|r| {
+            let s = r.ssr.as_ref()?;
+            let allowed: Arc<[UpstreamUrl]> = s
+                .fragment_upstreams
+                .iter()
+                .filter_map(|&i| upstreams.get(i).map(|u| u.url.clone()))
+                .collect();
+            Some(Arc::new(ProxyFetcher::new(
+                client.clone(),
+                allowed,
+                config.server.body_idle_timeout,
+                &config.server.via_pseudonym,
+                cache.filter(|_| s.cache_fragments).cloned(),
+            )))
+        })
+        .collect()
 }

@@ -94,11 +94,6 @@ impl Server {
         Arc::clone(self.proxy.metrics())
     }
 
-    /// Response cache counters, all routes.
-    pub fn cache_stats(&self) -> Arc<crate::cache::CacheStats> {
-        self.proxy.cache_stats()
-    }
-
     /// Serves until `shutdown` resolves; then stops accepting, and lets
     /// in-flight requests finish for up to the configured grace period.
     ///

@@ -2,9 +2,10 @@
 //! another that (through others) imports it back, and no file is longer
 //! than [`MAX_LINES`].
 //!
-//! A file's edges are the other files of the crate it names: `crate::a::b`
-//! and `super::…` paths (in `use` declarations and in code), and paths that
-//! start with one of its own child modules (`fill::tee` in `cache/mod.rs`).
+//! A file's edges are the other files of the crate it names: `crate::a::b`,
+//! `super::…` and `self::…` paths (in `use` declarations and in code), and
+//! paths that start with one of its own child modules (`fill::tee` in
+//! `cache/mod.rs`).
 //! Comments, `#[cfg(test)]` modules and `lib.rs` (the crate's facade of
 //! re-exports) do not count.
 
@@ -233,6 +234,12 @@ fn graph() -> (BTreeMap<Module, BTreeSet<Module>>, BTreeMap<Module, usize>) {
             abs.extend_from_slice(&path[1..]);
             to.extend(resolve(&abs));
         }
+        // `self` is this module.
+        for path in paths_after(text, "self::") {
+            let mut abs = module.clone();
+            abs.extend_from_slice(&path[1..]);
+            to.extend(resolve(&abs));
+        }
         // Paths through this module's own children.
         for child in modules
             .iter()
@@ -311,14 +318,36 @@ fn no_file_of_weir_proxy_is_longer_than_the_limit() {
 
 #[test]
 fn the_graph_sees_imports_of_each_kind() {
-    // The checker must see what it checks: a `use crate::…`, a grouped
-    // `super::{…}` and a path through a child module.
+    // The checker must see what it checks: `crate::…`, `super::…`,
+    // `self::…`, a grouped `{…}`, a `pub use` of a child and a path through
+    // a child module.
     let (edges, _) = graph();
     let m = |s: &str| -> Module { s.split("::").map(str::to_owned).collect() };
+    let has = |from: &str, to: &str| edges[&m(from)].contains(&m(to));
+    assert!(has("exchange::send", "upstream"), "{edges:?}");
+    assert!(has("exchange::send", "exchange::context"), "super::");
+    assert!(has("exchange", "exchange::context"), "self::");
     assert!(
-        edges[&m("exchange::send")].contains(&m("upstream")),
-        "{edges:?}"
+        has("config::validate", "config::types"),
+        "super::types::{{…}}"
     );
-    assert!(edges[&m("exchange::send")].contains(&m("exchange")));
-    assert!(edges[&m("config")].contains(&m("config::validate")));
+    assert!(has("config", "config::validate"), "validate::parse");
+    assert!(has("cache", "cache::state"), "a `pub use` of a child");
+}
+
+/// Prints each file's imports: `cargo test -p weir-proxy --test
+/// module_graph -- --ignored --nocapture`.
+#[test]
+#[ignore = "prints the graph; run by hand"]
+fn print_the_graph() {
+    let (edges, lines) = graph();
+    for (module, to) in &edges {
+        let to: Vec<String> = to.iter().map(|m| m.join("::")).collect();
+        println!(
+            "{} ({} lines) -> {}",
+            module.join("::"),
+            lines[module],
+            to.join(", ")
+        );
+    }
 }

@@ -24,8 +24,8 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::oneshot;
-use weir_proxy::cache::CacheStats;
 use weir_proxy::config::Config;
+use weir_proxy::metrics::{CacheResult, FillResult, Metrics};
 
 /// What the test upstream serves.
 #[derive(Clone)]
@@ -209,7 +209,7 @@ fn answer(st: &Upstream, spec: &Spec, req: &Request<Incoming>) -> Response<AnyBo
 /// The proxy in-process with `cache = true` on its route, and its counters.
 struct Cached {
     addr: SocketAddr,
-    stats: Arc<CacheStats>,
+    stats: Arc<Metrics>,
     /// The admin listener (`/metrics`).
     admin: SocketAddr,
     /// Live and opened upstream connections, counted by the proxy.
@@ -227,7 +227,7 @@ async fn start_cached(upstream: SocketAddr, cache_table: &str) -> Cached {
     let config = Config::parse(&text, "test.toml", &repo_root()).expect("valid config");
     let server = weir_proxy::Server::bind(&config).await.expect("bind");
     let addr = server.local_addrs()[0];
-    let stats = server.cache_stats();
+    let stats = server.metrics();
     let admin = server.admin_addr().expect("admin listener");
     let conns = server.upstream_connections();
     let (tx, rx) = oneshot::channel::<()>();
@@ -254,7 +254,7 @@ impl Cached {
 
     /// Waits until `counter` reaches `n` (the fill task runs just after the
     /// client's body ends).
-    async fn wait(&self, counter: impl Fn(&CacheStats) -> u64, n: u64) {
+    async fn wait(&self, counter: impl Fn(&Metrics) -> u64, n: u64) {
         let start = Instant::now();
         while counter(&self.stats) < n {
             assert!(start.elapsed() < Duration::from_secs(10), "counter stuck");
@@ -303,7 +303,7 @@ async fn miss_then_hit_is_byte_identical_with_age() {
     let (s, x, _, body) = fetch(&p.url("/obj?a=1"), &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("MISS")));
     assert_eq!(sha256_hex(&body), want);
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
 
     let (s, x, age, body) = fetch(&p.url("/obj?a=1"), &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
@@ -359,13 +359,13 @@ async fn vary_variants_are_separate() {
         (x.as_deref(), &body[..]),
         (Some("MISS"), &b"variant:gzip"[..])
     );
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     let (_, x, _, body) = fetch(&url, &[("accept-encoding", "br")]).await;
     assert_eq!(
         (x.as_deref(), &body[..]),
         (Some("MISS"), &b"variant:br"[..])
     );
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 2).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 2).await;
     for ae in ["gzip", "br"] {
         let (_, x, _, body) = fetch(&url, &[("accept-encoding", ae)]).await;
         assert_eq!(x.as_deref(), Some("HIT"));
@@ -387,7 +387,7 @@ async fn no_store_is_not_cached() {
         assert_eq!((s, x.as_deref()), (200, Some("MISS")));
     }
     assert_eq!(requests(&up), 2);
-    assert_eq!(p.stats.fills.load(Ordering::Relaxed), 0);
+    assert_eq!(p.stats.cache_fill_count(FillResult::Stored), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -412,7 +412,8 @@ async fn an_upstream_dying_mid_body_leaves_nothing() {
     let status = resp.status();
     let got = resp.into_body().collect().await.map(|b| b.to_bytes().len());
     assert!(got.is_err(), "the client sees the cut: {status} {got:?}");
-    p.wait(|s| s.abandoned.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Abandoned), 1)
+        .await;
     up.die_mid_body.store(false, Ordering::SeqCst);
     let (_, x, _, body) = fetch(&p.url("/d"), &[]).await;
     assert_eq!(x.as_deref(), Some("MISS"));
@@ -441,7 +442,8 @@ async fn a_client_abort_abandons_the_fill() {
     let first = body.frame().await.expect("a frame").expect("data");
     assert!(first.is_data());
     drop(body);
-    p.wait(|s| s.abandoned.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Abandoned), 1)
+        .await;
     let (_, x, _, body) = fetch(&p.url("/c"), &[]).await;
     assert_eq!(x.as_deref(), Some("MISS"));
     assert_eq!(body.len() as u64, spec.size);
@@ -463,10 +465,11 @@ async fn a_body_over_max_object_bytes_is_not_stored() {
             assert_eq!(body.len(), 300_000);
         }
         assert_eq!(requests(&up), 2, "length known: {length}");
-        assert_eq!(p.stats.fills.load(Ordering::Relaxed), 0);
+        assert_eq!(p.stats.cache_fill_count(FillResult::Stored), 0);
         if !length {
             // Chunked: the fill starts and is abandoned at the limit.
-            p.wait(|s| s.abandoned.load(Ordering::Relaxed), 2).await;
+            p.wait(|s| s.cache_fill_count(FillResult::Abandoned), 2)
+                .await;
         }
     }
 }
@@ -482,7 +485,7 @@ async fn a_stale_entry_is_revalidated_with_its_etag() {
     let p = start_cached(up_addr, "").await;
     let (_, x, _, _) = fetch(&p.url("/r"), &[]).await;
     assert_eq!(x.as_deref(), Some("MISS"));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     let (s, x, _, body) = fetch(&p.url("/r"), &[]).await;
     assert_eq!(
         up.if_none_match.lock().expect("lock").as_deref(),
@@ -491,7 +494,7 @@ async fn a_stale_entry_is_revalidated_with_its_etag() {
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
     assert_eq!(sha256_hex(&body), sha256_hex(&expected(&spec)));
     assert_eq!(requests(&up), 2);
-    assert_eq!(p.stats.revalidated.load(Ordering::Relaxed), 1);
+    assert_eq!(p.stats.cache_fill_count(FillResult::Refreshed), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -503,7 +506,7 @@ async fn stale_if_error_serves_the_stale_entry() {
     let (up_addr, up) = start_upstream(spec.clone()).await;
     let p = start_cached(up_addr, "").await;
     fetch(&p.url("/e"), &[]).await;
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     up.status.store(503, Ordering::SeqCst);
     let (s, x, _, body) = fetch(&p.url("/e"), &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("STALE")));
@@ -518,7 +521,7 @@ async fn stale_if_error_serves_the_stale_entry() {
     .await;
     let p2 = start_cached(up2_addr, "").await;
     fetch(&p2.url("/e"), &[]).await;
-    p2.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p2.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     up2.status.store(503, Ordering::SeqCst);
     let (s, _, _, _) = fetch(&p2.url("/e"), &[]).await;
     assert_eq!(s, 503);
@@ -791,7 +794,7 @@ async fn stale_while_revalidate_serves_at_once_and_revalidates_once_in_the_backg
     let (s, x, _, body) = fetch(&url, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("MISS")));
     assert_eq!(body, Versioned::body(1));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     tokio::time::sleep(PAST_ONE_SECOND).await;
 
     // The revalidation takes 3 s upstream; the stale answer does not wait for it.
@@ -837,13 +840,14 @@ async fn stale_while_revalidate_serves_at_once_and_revalidates_once_in_the_backg
     assert_eq!(up.requests(), 2);
 
     // The 304 refreshes the entry: a plain hit afterwards.
-    p.wait(|s| s.revalidated.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Refreshed), 1)
+        .await;
     let (s, x, _, body) = fetch(&url, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
     assert_eq!(body, Versioned::body(1));
     assert_eq!(up.requests(), 2);
-    assert_eq!(p.stats.background.load(Ordering::Relaxed), 1);
-    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 6);
+    assert_eq!(p.stats.cache_background_revalidation_count(), 1);
+    assert_eq!(p.stats.cache_request_count(CacheResult::Stale), 6);
     assert_eq!(
         p.metric("weir_cache_requests_total{result=\"stale\"}")
             .await,
@@ -883,7 +887,7 @@ async fn stale_while_revalidate_without_validators_replaces_the_entry_with_a_pla
     let url = p.url("/plain");
     let (_, x, _, body) = fetch(&url, &[]).await;
     assert_eq!((x.as_deref(), body), (Some("MISS"), Versioned::body(1)));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     tokio::time::sleep(PAST_ONE_SECOND).await;
 
     up.version.store(2, Ordering::SeqCst);
@@ -898,7 +902,7 @@ async fn stale_while_revalidate_without_validators_replaces_the_entry_with_a_pla
     assert_eq!(body, Versioned::body(1));
 
     // The new body, read to its end in the background, replaces the entry.
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 2).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 2).await;
     assert_eq!(up.seen(1), (None, None), "a plain GET");
     let (s, x, _, body) = fetch(&url, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
@@ -920,13 +924,14 @@ async fn a_background_replacement_over_max_object_bytes_is_dropped_with_its_conn
     let url = p.url("/grows");
     let (_, x, _, _) = fetch(&url, &[]).await;
     assert_eq!(x.as_deref(), Some("MISS"));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     tokio::time::sleep(PAST_ONE_SECOND).await;
     up.version.store(2, Ordering::SeqCst);
     up.repeat.store(1_000_000, Ordering::SeqCst);
     let (_, x, _, body) = fetch(&url, &[]).await;
     assert_eq!((x.as_deref(), body), (Some("STALE"), Versioned::body(1)));
-    p.wait(|s| s.abandoned.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Abandoned), 1)
+        .await;
     // Dropped unread: its connection is closed, not pooled.
     until("the abandoned body's connection closed", || {
         p.conns.live() < p.conns.opened()
@@ -956,7 +961,7 @@ async fn past_the_stale_while_revalidate_window_the_request_waits_for_revalidati
     let p = start_cached(up.addr, "").await;
     let url = p.url("/late");
     fetch(&url, &[]).await;
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     // Fresh for at most 1 s, then 1 s of window: 3.2 s is past both.
     tokio::time::sleep(2 * PAST_ONE_SECOND).await;
     up.delay_ms.store(1000, Ordering::SeqCst);
@@ -965,9 +970,9 @@ async fn past_the_stale_while_revalidate_window_the_request_waits_for_revalidati
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
     assert_eq!(body, Versioned::body(1));
     assert_eq!(up.seen(1).0.as_deref(), Some("\"v1\""));
-    assert_eq!(p.stats.revalidated.load(Ordering::Relaxed), 1);
-    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 0);
-    assert_eq!(p.stats.background.load(Ordering::Relaxed), 0);
+    assert_eq!(p.stats.cache_fill_count(FillResult::Refreshed), 1);
+    assert_eq!(p.stats.cache_request_count(CacheResult::Stale), 0);
+    assert_eq!(p.stats.cache_background_revalidation_count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -975,10 +980,10 @@ async fn a_refused_upstream_gets_stale_if_error_then_502_past_the_window() {
     let up = Versioned::start("max-age=0, stale-if-error=60", false).await;
     let p = start_cached(up.addr, "").await;
     fetch(&p.url("/long"), &[]).await;
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     *up.cache_control.lock().expect("lock") = "max-age=0, stale-if-error=1".to_owned();
     fetch(&p.url("/short"), &[]).await;
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 2).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 2).await;
     up.stop();
 
     let (s, x, _, body) = fetch(&p.url("/long"), &[]).await;
@@ -991,7 +996,7 @@ async fn a_refused_upstream_gets_stale_if_error_then_502_past_the_window() {
     let (s, x, _, _) = fetch(&p.url("/long"), &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("STALE")));
     assert_eq!(up.requests(), 2, "the upstream is gone");
-    assert_eq!(p.stats.stale.load(Ordering::Relaxed), 2);
+    assert_eq!(p.stats.cache_request_count(CacheResult::Stale), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1000,7 +1005,7 @@ async fn a_client_conditional_on_a_fresh_entry_is_answered_304_by_the_cache() {
     let p = start_cached(up.addr, "").await;
     let url = p.url("/cond");
     fetch(&url, &[]).await;
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
 
     for inm in ["\"v1\"", "W/\"v1\"", "\"x\", \"v1\"", "*"] {
         let (s, h, body) = send(&url, "GET", &[("if-none-match", inm)]).await;
@@ -1039,7 +1044,7 @@ async fn a_client_conditional_on_a_fresh_entry_is_answered_304_by_the_cache() {
     let (s, _, body) = send(&url, "GET", &both).await;
     assert_eq!((s, body), (200, Versioned::body(1)));
     assert_eq!(up.requests(), 1, "all from the cache");
-    assert_eq!(p.stats.not_modified.load(Ordering::Relaxed), 6);
+    assert_eq!(p.stats.cache_not_modified_count(), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1054,7 +1059,7 @@ async fn a_conditional_miss_fills_the_cache_with_the_full_response() {
     assert_eq!(h["etag"], "\"v1\"");
     // The cache asked for the whole response, and stored it.
     assert_eq!(up.seen(0), (None, None), "client validators not forwarded");
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     let (s, h, body) = send(&url, "GET", &[]).await;
     assert_eq!((s, x_cache(&h)), (200, "HIT"));
     assert_eq!(body, Versioned::body(1));
@@ -1080,7 +1085,7 @@ async fn an_age_or_max_age_past_2_pow_31_from_the_upstream_counts_as_2_pow_31_no
     let old = p.url("/response-headers?Cache-Control=max-age%3D60&Age=18446744073709551615");
     let (s, x, _, _) = fetch(&old, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("MISS")));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), 1).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     for _ in 0..2 {
         let (s, x, _, _) = fetch(&old, &[]).await;
@@ -1089,10 +1094,11 @@ async fn an_age_or_max_age_past_2_pow_31_from_the_upstream_counts_as_2_pow_31_no
     // max-age=2^64-1: the fill's freshness sum overflowed and nothing was
     // stored; taken as 2^31 it is fresh for 68 years.
     let forever = p.url("/response-headers?Cache-Control=max-age%3D18446744073709551615");
-    let fills = p.stats.fills.load(Ordering::Relaxed);
+    let fills = p.stats.cache_fill_count(FillResult::Stored);
     let (s, x, _, _) = fetch(&forever, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("MISS")));
-    p.wait(|s| s.fills.load(Ordering::Relaxed), fills + 1).await;
+    p.wait(|s| s.cache_fill_count(FillResult::Stored), fills + 1)
+        .await;
     let (s, x, _, _) = fetch(&forever, &[]).await;
     assert_eq!((s, x.as_deref()), (200, Some("HIT")));
 }

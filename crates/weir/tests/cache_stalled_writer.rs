@@ -28,6 +28,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::oneshot;
 use weir_proxy::cache::test_hooks;
 use weir_proxy::config::Config;
+use weir_proxy::metrics::FillResult;
 
 const GIB: u64 = 1 << 30;
 
@@ -157,7 +158,7 @@ async fn a_stalled_cache_writer_is_detached_while_the_client_gets_1gib_at_full_s
     let server = weir_proxy::Server::bind(&config).await.expect("bind");
     let addr = server.local_addrs()[0];
     let admin = server.admin_addr().expect("admin");
-    let stats = server.cache_stats();
+    let stats = server.metrics();
     let (stop, stopped) = oneshot::channel::<()>();
     tokio::spawn(async move {
         let _ = server
@@ -196,15 +197,15 @@ async fn a_stalled_cache_writer_is_detached_while_the_client_gets_1gib_at_full_s
 
     // Resumed, the writer finds itself detached: abandoned for lag.
     let start = Instant::now();
-    while stats.abandoned.load(Ordering::Relaxed) < 1 {
+    while stats.cache_fill_count(FillResult::Abandoned) < 1 {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "fill not abandoned"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(stats.lagged.load(Ordering::Relaxed), 1);
-    assert_eq!(stats.fills.load(Ordering::Relaxed), 0);
+    assert_eq!(stats.share_lag_detach_count("cache"), 1);
+    assert_eq!(stats.cache_fill_count(FillResult::Stored), 0);
     let (status, _, body) = get(&format!("http://{admin}/metrics"), false).await;
     assert_eq!(status, 200);
     let text = String::from_utf8(body.to_vec()).expect("UTF-8");

@@ -33,6 +33,13 @@ pub enum ResponseSource {
     Page(weir_ssr::PageBody),
 }
 
+impl ResponseSource {
+    /// An empty body, for responses that have none.
+    pub fn empty() -> ResponseSource {
+        ResponseSource::Local(weir_stream::once(bytes::Bytes::new()))
+    }
+}
+
 impl Source for ResponseSource {
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         match self.get_mut() {

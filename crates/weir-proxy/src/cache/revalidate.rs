@@ -30,12 +30,15 @@ use weir_stream::body::HttpBodySource;
 
 use super::collapse::Leader;
 use super::fill::Abandoned;
+use super::state::Cache;
 use super::store::Entry;
-use super::{Cache, content_length, refresh, set_validators};
+use super::ticket::{refresh, set_validators};
 use crate::body::idle::IdleTimeout;
 use crate::body::request::RequestBody;
+use crate::metrics::FillResult;
 use crate::metrics::InFlight;
 use crate::upstream::UpstreamClient;
+use weir_http::length::content_length;
 
 /// A background revalidation of one stale entry: what
 /// [`Lookup::ServeStale`](super::Lookup::ServeStale) hands the proxy. It
@@ -125,12 +128,12 @@ impl Revalidation {
             entry,
             leader,
         } = self;
-        let stats = &cache.stats;
+        let metrics = &cache.metrics;
         let resp = match answer {
             Ok(resp) => resp,
             Err(why) => {
                 tracing::debug!(target: "weir::cache", key = %key, "background revalidation failed: {why}");
-                stats.bump(&stats.background_failed);
+                metrics.cache_fill(FillResult::Failed);
                 return;
             }
         };
@@ -140,19 +143,19 @@ impl Revalidation {
             match refresh(&entry, &view, &resp, now) {
                 Some(refreshed) => {
                     cache.store.insert(&key, &view, refreshed);
-                    stats.bump(&stats.revalidated);
+                    metrics.cache_fill(FillResult::Refreshed);
                 }
                 None => {
                     tracing::debug!(target: "weir::cache", key = %key, "background revalidation: a 304 for another representation");
                     cache.store.remove_variant(&key, &entry);
-                    stats.bump(&stats.background_failed);
+                    metrics.cache_fill(FillResult::Failed);
                 }
             }
             return;
         }
         if status.is_server_error() {
             tracing::debug!(target: "weir::cache", key = %key, status = status.as_u16(), "background revalidation: upstream error");
-            stats.bump(&stats.background_failed);
+            metrics.cache_fill(FillResult::Failed);
             return;
         }
         let (parts, body) = resp.into_parts();
@@ -160,7 +163,7 @@ impl Revalidation {
         if !policy.is_storable() || status == StatusCode::PARTIAL_CONTENT {
             // Superseded by a response the cache may not keep.
             cache.store.remove_variant(&key, &entry);
-            stats.bump(&stats.background_failed);
+            metrics.cache_fill(FillResult::Failed);
             return;
         }
         let max = cache.settings.max_object_bytes;
@@ -173,7 +176,7 @@ impl Revalidation {
             Ok(chunks) => {
                 let replacement = Entry::new(status, parts.headers, policy, chunks);
                 cache.store.insert(&key, &view, Arc::new(replacement));
-                stats.bump(&stats.fills);
+                metrics.cache_fill(FillResult::Stored);
             }
             Err(why) => {
                 tracing::debug!(target: "weir::cache", key = %key, "background revalidation: {why}");
@@ -181,7 +184,7 @@ impl Revalidation {
                     // The current representation cannot be stored.
                     cache.store.remove_variant(&key, &entry);
                 }
-                stats.bump(&stats.abandoned);
+                metrics.cache_fill(FillResult::Abandoned);
             }
         }
         drop(leader);

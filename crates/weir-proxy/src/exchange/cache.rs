@@ -14,25 +14,22 @@
 
 use std::sync::Arc;
 
-use http::{Method, Request, Response, header};
-use http_body_util::{Either, Empty};
+use http::Response;
 use hyper::body::Incoming;
 
-use super::Exchange;
-use super::response::empty_body;
-use super::send::Sent;
+use super::sent::Sent;
 use crate::access_log::AccessRecord;
 use crate::body::idle::UpstreamBody;
 use crate::body::response::ResponseSource;
-use crate::cache::{After, Cache, Fill, FillStart, Hit, Lookup, Revalidation, Ticket};
+use crate::cache::{After, Cache, Fill, FillStart, Ticket};
 use crate::upstream::UpstreamError;
 
 /// The cache's state for one request: the ticket of a request sent
 /// upstream, then the fill of its answer.
 #[derive(Debug)]
 pub(crate) struct CacheHook<'p> {
-    cache: &'p Arc<Cache>,
-    ticket: Option<Ticket>,
+    pub(crate) cache: &'p Arc<Cache>,
+    pub(crate) ticket: Option<Ticket>,
     fill: Option<Fill>,
 }
 
@@ -52,21 +49,19 @@ impl<'p> CacheHook<'p> {
         }
     }
 
-    /// The send phase, after: the cache sees the upstream's answer first.
+    /// The send phase, after: the cache sees the upstream's answer first,
+    /// and may answer instead (a `304` refreshed the entry, or a stale one
+    /// stands in for a failure).
     pub(crate) fn after_send(&mut self, sent: Result<Response<Incoming>, UpstreamError>) -> Sent {
-        let forwarded = match self.ticket.take() {
-            Some(ticket) => match ticket.after_send(self.cache, sent) {
-                After::Serve(hit) => return Sent::Cached(hit),
-                After::Forward(sent, fill) => {
-                    self.fill = fill;
-                    sent
-                }
-            },
-            None => sent,
+        let Some(ticket) = self.ticket.take() else {
+            return Sent::from(sent);
         };
-        match forwarded {
-            Ok(resp) => Sent::Response(resp),
-            Err(e) => Sent::Failed(e),
+        match ticket.after_send(self.cache, sent) {
+            After::Serve(hit) => Sent::Cached(hit),
+            After::Forward(sent, fill) => {
+                self.fill = fill;
+                Sent::from(sent)
+            }
         }
     }
 
@@ -87,73 +82,12 @@ impl<'p> CacheHook<'p> {
         };
         match start {
             FillStart::Pass(Some(body)) => (ResponseSource::Upstream(body), false),
-            FillStart::Pass(None) => (empty_body(), true),
+            FillStart::Pass(None) => (ResponseSource::empty(), true),
             FillStart::Teed(body) => (ResponseSource::Cache(body), false),
             FillStart::NotModified => {
                 record.status = head.status.as_u16();
-                (empty_body(), true)
+                (ResponseSource::empty(), true)
             }
         }
-    }
-}
-
-impl Exchange<'_> {
-    /// The cache lookup phase: `Err` with the answer when the cache has
-    /// one (the request never reaches the upstream), else the request back.
-    pub(crate) async fn cache_lookup(
-        &mut self,
-        req: Request<Incoming>,
-    ) -> Result<Request<Incoming>, Hit> {
-        let Some(hook) = &mut self.cache else {
-            return Ok(req);
-        };
-        let cache = hook.cache;
-        match cache
-            .lookup(&req, &self.target.path, self.target.client_host.as_deref())
-            .await
-        {
-            Lookup::Serve(hit) => Err(hit),
-            Lookup::ServeStale(hit, revalidation) => {
-                self.revalidate_in_background(req, cache, revalidation);
-                Err(hit)
-            }
-            Lookup::Forward(ticket) => {
-                hook.ticket = Some(ticket);
-                Ok(req)
-            }
-        }
-    }
-
-    /// Sends the background revalidation of a stale entry served under
-    /// `stale-while-revalidate`: a `GET` with the head the client's request
-    /// would have had upstream (no body), through the same pooled, counted
-    /// client, counted in flight.
-    fn revalidate_in_background(
-        &self,
-        req: Request<Incoming>,
-        cache: &Arc<Cache>,
-        revalidation: Revalidation,
-    ) {
-        let (mut parts, body) = req.into_parts();
-        drop(body);
-        parts.method = Method::GET;
-        if self.upstream_head(&mut parts).is_err() {
-            return;
-        }
-        parts.headers.remove(header::CONTENT_LENGTH);
-        parts.headers.remove(header::TRANSFER_ENCODING);
-        let upstream_req = Request::from_parts(parts, Either::Right(Empty::new()));
-        let proxy = self.proxy;
-        let in_flight = proxy
-            .metrics
-            .upstream_request(self.target.upstream.url.authority.as_str());
-        revalidation.spawn(
-            Arc::clone(cache),
-            proxy.client.clone(),
-            upstream_req,
-            Arc::from(proxy.settings.via_pseudonym.as_str()),
-            proxy.settings.body_idle_timeout,
-            Some(in_flight),
-        );
     }
 }

@@ -23,66 +23,30 @@
 //! named for the phase it serves.
 
 pub(crate) mod cache;
+pub(crate) mod cache_lookup;
+pub(crate) mod compose;
+pub(crate) mod context;
 pub(crate) mod local;
 pub(crate) mod mirror;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod send;
+pub(crate) mod sent;
 pub(crate) mod ssr;
 pub(crate) mod upstream_request;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::{HeaderMap, Method, Request, Response, header};
+use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
-use self::cache::CacheHook;
-use self::request::Target;
-use self::send::Sent;
+use self::context::Exchange;
+use self::sent::Sent;
 use self::ssr::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::body::response::ResponseBody;
 use crate::proxy::Proxy;
-
-/// What planning a route's response transforms needs of the client's
-/// request: its method and `Accept-Encoding` fields.
-#[derive(Debug)]
-pub(crate) struct TransformAsk {
-    pub(crate) method: Method,
-    pub(crate) headers: HeaderMap,
-}
-
-impl TransformAsk {
-    fn of<B>(req: &Request<B>) -> Self {
-        let mut headers = HeaderMap::new();
-        for v in req.headers().get_all(header::ACCEPT_ENCODING) {
-            headers.append(header::ACCEPT_ENCODING, v.clone());
-        }
-        TransformAsk {
-            method: req.method().clone(),
-            headers,
-        }
-    }
-}
-
-/// One request on its way through the phases after routing.
-#[derive(Debug)]
-pub(crate) struct Exchange<'p> {
-    pub(crate) proxy: &'p Proxy,
-    pub(crate) peer: SocketAddr,
-    /// The access log line, filled in as the phases learn things.
-    pub(crate) record: AccessRecord,
-    /// A `HEAD`: the response gets a head and no body.
-    pub(crate) head_only: bool,
-    pub(crate) target: Target<'p>,
-    /// Set when the route has transforms.
-    pub(crate) transforms: Option<TransformAsk>,
-    /// Set when the route composes templates.
-    pub(crate) ssr: Option<SsrHook<'p>>,
-    /// Set when the route caches.
-    pub(crate) cache: Option<CacheHook<'p>>,
-}
 
 impl Proxy {
     /// Handles one request from `peer`. Never fails: every error becomes a
@@ -104,40 +68,7 @@ impl Proxy {
     }
 }
 
-impl<'p> Exchange<'p> {
-    /// The exchange of a routed request: what the later phases need of its
-    /// head is taken now, before the request is handed on.
-    fn new(
-        proxy: &'p Proxy,
-        target: Target<'p>,
-        req: &Request<Incoming>,
-        peer: SocketAddr,
-        mut record: AccessRecord,
-    ) -> Self {
-        record.upstream = Some(target.upstream.name.clone());
-        record.count_into(
-            Arc::clone(&proxy.metrics),
-            proxy.route_label(Some(target.route.index)),
-        );
-        let transforms = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(req));
-        let ssr = SsrHook::new(proxy, &target, req, peer);
-        let cache = proxy
-            .cache
-            .as_ref()
-            .filter(|_| target.route.cache)
-            .map(CacheHook::new);
-        Exchange {
-            proxy,
-            peer,
-            record,
-            head_only: req.method() == Method::HEAD,
-            target,
-            transforms,
-            ssr,
-            cache,
-        }
-    }
-
+impl Exchange<'_> {
     /// The phases after routing, in order.
     async fn run(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
         if self.ssr.as_ref().is_some_and(SsrHook::serves_file) {
@@ -159,10 +90,5 @@ impl<'p> Exchange<'p> {
                 self.answer(local)
             }
         }
-    }
-
-    /// A local answer, logged as this request.
-    fn answer(self, local: local::Local) -> Response<ResponseBody> {
-        local::answer(self.record, local, self.head_only)
     }
 }

@@ -4,14 +4,13 @@
 //! access log stage. Every response Weir forwards, upstream or cached or
 //! composed, leaves through [`Exchange::respond`].
 
-use bytes::Bytes;
 use http::{Response, StatusCode};
 use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
-use weir_stream::{TransformExt as _, once, pull};
+use weir_stream::{TransformExt as _, pull};
 use weir_transform::chain::ResponseChain;
 
-use super::Exchange;
+use super::context::Exchange;
 use super::local::Local;
 use crate::access_log::ResponseLog;
 use crate::body::idle::IdleTimeout;
@@ -20,11 +19,6 @@ use crate::body_log::{BodyLog, Direction};
 use crate::cache::Hit;
 use crate::headers;
 use crate::outcome::Outcome;
-
-/// An empty body, for responses that have none.
-pub(crate) fn empty_body() -> ResponseSource {
-    ResponseSource::Local(once(Bytes::new()))
-}
 
 impl Exchange<'_> {
     /// The upstream's response, downstream: its head filtered, its body
@@ -63,7 +57,7 @@ impl Exchange<'_> {
         let (source, no_body) = match &mut self.cache {
             Some(cache) if !self.head_only => cache.fill(&mut parts, source, &mut self.record),
             _ => (
-                source.map_or_else(empty_body, ResponseSource::Upstream),
+                source.map_or_else(ResponseSource::empty, ResponseSource::Upstream),
                 empty,
             ),
         };
@@ -87,7 +81,7 @@ impl Exchange<'_> {
         self.record.status = head.status.as_u16();
         let no_body = self.head_only || empty;
         let source = if no_body {
-            empty_body()
+            ResponseSource::empty()
         } else {
             ResponseSource::Cache(body)
         };

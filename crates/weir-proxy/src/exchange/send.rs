@@ -3,28 +3,15 @@
 //! response is classified here: the upstream's fault (502/504) or the
 //! client's own body (400/408). This is where a retry will plug in.
 
-use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use http::{Request, StatusCode};
 
-use super::Exchange;
+use super::context::Exchange;
 use super::local::Local;
+use super::sent::Sent;
 use crate::access_log::ClientBodyFailure;
 use crate::body::request::RequestBody;
-use crate::cache::Hit;
 use crate::outcome::Outcome;
 use crate::upstream::UpstreamError;
-
-/// What sending a request came to.
-#[derive(Debug)]
-pub(crate) enum Sent {
-    /// The upstream's response head; its body streams on.
-    Response(Response<Incoming>),
-    /// The cache answers instead (a `304` refreshed an entry, or a stale
-    /// entry stands in for a failure).
-    Cached(Hit),
-    /// No response.
-    Failed(UpstreamError),
-}
 
 impl Exchange<'_> {
     /// Sends `req` upstream, the request counted in flight until its
@@ -40,10 +27,7 @@ impl Exchange<'_> {
         let sent = self.proxy.client.send(req).await;
         match &mut self.cache {
             Some(cache) => cache.after_send(sent),
-            None => match sent {
-                Ok(resp) => Sent::Response(resp),
-                Err(e) => Sent::Failed(e),
-            },
+            None => Sent::from(sent),
         }
     }
 

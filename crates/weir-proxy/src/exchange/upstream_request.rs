@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
 use weir_stream::{TransformExt as _, pull};
 
-use super::Exchange;
+use super::context::Exchange;
 use super::local::Local;
 use super::mirror;
 use crate::access_log::RequestTally;
@@ -163,5 +163,176 @@ impl Exchange<'_> {
             proto: "http",
             host: self.target.client_host.as_deref(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    use http::{HeaderMap, Request};
+
+    use super::super::request;
+    use super::*;
+    use crate::access_log::AccessRecord;
+    use crate::config::Config;
+    use crate::proxy::Proxy;
+
+    const CONFIG: &str = r#"
+[server]
+trusted_proxies = ["10.0.0.0/8"]
+
+[[upstream]]
+name = "app"
+url = "http://127.0.0.1:3000/base"
+
+[[upstream]]
+name = "pages"
+url = "http://127.0.0.1:3001"
+
+[[route]]
+path_prefix = "/app"
+strip_prefix = true
+upstream = "app"
+host_header = "upstream"
+
+[[route]]
+path_prefix = "/page"
+upstream = "pages"
+
+[route.ssr]
+
+[[route]]
+path_prefix = "/"
+upstream = "app"
+transforms = ["html-rewrite"]
+"#;
+
+    fn proxy() -> Arc<Proxy> {
+        let config = Config::parse(CONFIG, "t.toml", std::path::Path::new(".")).expect("valid");
+        Proxy::new(&config).expect("proxy")
+    }
+
+    /// The head `req` (from `peer`) goes upstream with.
+    fn upstream_head(req: Request<()>, peer: &str) -> http::request::Parts {
+        let proxy = proxy();
+        let peer: SocketAddr = peer.parse().expect("peer");
+        let target = request::route(&proxy.routes, &proxy.upstreams, &req).expect("routed");
+        let record = AccessRecord::new(&req, peer, Arc::new(AtomicBool::new(false)));
+        let exchange = Exchange::new(&proxy, target, &req, peer, record);
+        let (mut parts, ()) = req.into_parts();
+        exchange.upstream_head(&mut parts).expect("valid head");
+        parts
+    }
+
+    fn get(uri: &str, fields: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().uri(uri).header("host", "example.com");
+        for (k, v) in fields {
+            b = b.header(*k, *v);
+        }
+        b.body(()).expect("request")
+    }
+
+    fn all(h: &HeaderMap, name: &str) -> Vec<String> {
+        h.get_all(name)
+            .iter()
+            .map(|v| v.to_str().expect("ASCII").to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_target_gets_the_base_path_the_stripped_path_and_the_query() {
+        let head = upstream_head(get("/app/users?x=1&y", &[]), "192.0.2.1:5000");
+        assert_eq!(head.uri, "http://127.0.0.1:3000/base/users?x=1&y");
+        assert_eq!(head.version, Version::HTTP_11);
+        // host_header = "upstream": hyper sets Host from the URI.
+        assert!(head.headers.get(header::HOST).is_none());
+        let kept = upstream_head(get("/other", &[]), "192.0.2.1:5000");
+        assert_eq!(kept.uri, "http://127.0.0.1:3000/base/other");
+        assert_eq!(all(&kept.headers, "host"), ["example.com"]);
+    }
+
+    #[tokio::test]
+    async fn hop_by_hop_fields_go_and_te_trailers_stays() {
+        let head = upstream_head(
+            get(
+                "/app/x",
+                &[
+                    ("connection", "keep-alive, x-secret"),
+                    ("x-secret", "1"),
+                    ("keep-alive", "timeout=5"),
+                    ("upgrade", "websocket"),
+                    ("te", "trailers"),
+                    ("x-kept", "yes"),
+                ],
+            ),
+            "192.0.2.1:5000",
+        );
+        for gone in ["connection", "x-secret", "keep-alive", "upgrade"] {
+            assert!(head.headers.get(gone).is_none(), "{gone} forwarded");
+        }
+        assert_eq!(all(&head.headers, "te"), ["trailers"]);
+        assert_eq!(all(&head.headers, "x-kept"), ["yes"]);
+        assert_eq!(all(&head.headers, "via"), ["1.1 weir"]);
+    }
+
+    #[tokio::test]
+    async fn forwarded_fields_are_replaced_for_strangers_and_appended_for_trusted_peers() {
+        let fields = [
+            ("x-forwarded-for", "203.0.113.9"),
+            ("forwarded", "for=203.0.113.9"),
+        ];
+        let stranger = upstream_head(get("/app/x", &fields), "192.0.2.1:5000");
+        assert_eq!(all(&stranger.headers, "x-forwarded-for"), ["192.0.2.1"]);
+        assert_eq!(all(&stranger.headers, "x-forwarded-host"), ["example.com"]);
+        assert!(stranger.headers.get("forwarded").is_none());
+        let trusted = upstream_head(get("/app/x", &fields), "10.1.2.3:5000");
+        assert_eq!(
+            all(&trusted.headers, "x-forwarded-for"),
+            ["203.0.113.9, 10.1.2.3"]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_http2_request_gets_te_trailers_and_one_cookie_line() {
+        let mut req = get("/app/x", &[("cookie", "a=1"), ("cookie", "b=2")]);
+        *req.version_mut() = Version::HTTP_2;
+        let head = upstream_head(req, "192.0.2.1:5000");
+        assert_eq!(all(&head.headers, "te"), ["trailers"]);
+        assert_eq!(all(&head.headers, "cookie"), ["a=1; b=2"]);
+        assert_eq!(all(&head.headers, "via"), ["2 weir"]);
+    }
+
+    #[tokio::test]
+    async fn stages_that_read_the_body_and_ssr_routes_ask_for_it_whole_and_unencoded() {
+        let fields = [
+            ("accept-encoding", "gzip"),
+            ("range", "bytes=0-9"),
+            ("if-none-match", "\"a\""),
+            ("if-modified-since", "Tue, 01 Dec 2026 00:00:00 GMT"),
+        ];
+        let ssr = upstream_head(get("/page/x", &fields), "192.0.2.1:5000");
+        assert_eq!(all(&ssr.headers, "accept-encoding"), ["identity"]);
+        for gone in ["range", "if-none-match", "if-modified-since"] {
+            assert!(
+                ssr.headers.get(gone).is_none(),
+                "{gone} forwarded on an SSR route"
+            );
+        }
+        let rewrite = upstream_head(get("/other", &fields), "192.0.2.1:5000");
+        assert_eq!(all(&rewrite.headers, "accept-encoding"), ["identity"]);
+        assert_eq!(all(&rewrite.headers, "range"), ["bytes=0-9"]);
+        let plain = upstream_head(get("/app/x", &fields), "192.0.2.1:5000");
+        assert_eq!(all(&plain.headers, "accept-encoding"), ["gzip"]);
+    }
+
+    #[tokio::test]
+    async fn head_closes_the_upstream_connection() {
+        let mut req = get("/app/x", &[]);
+        *req.method_mut() = Method::HEAD;
+        let head = upstream_head(req, "192.0.2.1:5000");
+        assert_eq!(all(&head.headers, "connection"), ["close"]);
     }
 }
