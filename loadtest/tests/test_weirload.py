@@ -180,6 +180,16 @@ class ArgsTest(unittest.TestCase):
         with self.assertRaises(cli.Usage):
             cli.output_paths(cli.parse_args(["--out", "/proc/loadtest-nope"]))
 
+    def test_compare_adds_weir_base_wherever_weir_runs(self):
+        a = cli.parse_args(["--compare", "/bin/true", "--peers", "nginx,weir"])
+        self.assertEqual(a.peer_list, ["weir", "weir-base", "nginx"])
+        from weirload.scenarios import takes_part
+
+        self.assertTrue(takes_part(BY_NAME["S8"], "weir-base"))
+        self.assertFalse(takes_part(BY_NAME["S8"], "haproxy"))
+        with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+            cli.parse_args(["--compare", "/bin/true", "--peers", "nginx"])
+
     def test_peers_keep_the_canonical_order(self):
         self.assertEqual(cli.parse_args(["--peers", "direct,weir"]).peer_list, ["weir", "direct"])
 

@@ -20,7 +20,7 @@ from . import check as check_mod
 from . import peers as peers_mod
 from . import procs, report
 from .measure import LoadError, Measurement, run_once
-from .scenarios import ALL_PEERS, BY_NAME, SCENARIOS, Scenario
+from .scenarios import ALL_PEERS, BY_NAME, SCENARIOS, WEIR_BASE, Scenario, takes_part
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULTS = {"rounds": 3, "duration": 5.0, "warmup": 1.0, "retakes": 2}
@@ -51,6 +51,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="every scenario once for one second, no warm-up, no retakes (for CI)")
     p.add_argument("--keep", action="store_true", help="keep the temp directory (configs, logs, bodies)")
     p.add_argument("--weir", type=Path, default=REPO / "target" / "release" / "weir", help="the weir binary (default target/release/weir)")
+    p.add_argument(
+        "--compare",
+        type=Path,
+        help="a second weir binary, measured as the peer weir-base beside weir with the same config (e.g. the build before a change)",
+    )
     p.add_argument("--no-pin", action="store_true", help="do not pin the measured server to a CPU of its own")
     p.add_argument("--outside-limit", type=float, default=0.15, help="CPU cores used outside the run above which a measurement is disturbed (default 0.15)")
     p.add_argument("--retakes", type=int, help=f"times a disturbed measurement is taken again (default 2, at most {MAX_RETAKES})")
@@ -85,7 +90,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if bad or not peer_names or len(set(peer_names)) != len(peer_names):
         p.error(f"--peers takes distinct names among {', '.join(ALL_PEERS)}; got {args.peers!r}")
     args.peer_list = [n for n in ALL_PEERS if n in peer_names]
-    if not any(n in s.peers for s in args.scenario_list for n in args.peer_list):
+    if args.compare is not None:
+        if "weir" not in args.peer_list:
+            p.error("--compare measures a second weir beside weir: keep weir in --peers")
+        args.compare = args.compare.expanduser().resolve()
+        args.peer_list.insert(args.peer_list.index("weir") + 1, WEIR_BASE)
+    if not any(takes_part(s, n) for s in args.scenario_list for n in args.peer_list):
         p.error("none of these peers takes part in these scenarios: nothing to measure")
     args.weir = args.weir.expanduser().resolve()
     return args
@@ -109,6 +119,8 @@ def require_tools(args: argparse.Namespace) -> None:
         raise Usage(f"missing {', '.join(missing)}; on Debian/Ubuntu: apt-get install -y {' '.join(missing)}")
     if "weir" in args.peer_list and not (args.weir.is_file() and os.access(args.weir, os.X_OK)):
         raise Usage(f"{args.weir} is not an executable file; build it first: cargo build --release (or pass --weir PATH)")
+    if args.compare is not None and not (args.compare.is_file() and os.access(args.compare, os.X_OK)):
+        raise Usage(f"--compare {args.compare} is not an executable file")
     if not args.no_charts:
         try:
             import matplotlib  # noqa: F401
@@ -165,6 +177,7 @@ def metadata(args: argparse.Namespace, layout: str, argv: list[str]) -> dict[str
     rev = _first_line(["git", "-C", str(REPO), "describe", "--always", "--dirty"])
     versions = [
         _first_line([str(args.weir), "--version"]) if "weir" in args.peer_list else "weir not run",
+        *([f"weir-base: {_first_line([str(args.compare), '--version'])} ({args.compare})"] if args.compare else []),
         _first_line(["nginx", "-v"]).replace("nginx version: ", ""),
         _first_line(["haproxy", "-v"]).split(" - ")[0],
         _first_line(["wrk", "-v"]).split(" [")[0],
@@ -228,7 +241,7 @@ class Run:
         self.www, self.ssr_root = tmp / "www", tmp / "ssr"
         self.bodies = bodies_mod.generate(self.www, self.ssr_root)
         self.results = report.Results(args.scenario_list, args.peer_list)
-        self.plan = [(s, n) for s in args.scenario_list for n in args.peer_list if n in s.peers]
+        self.plan = [(s, n) for s in args.scenario_list for n in args.peer_list if takes_part(s, n)]
         self.done = 0
         self.finished = 0
 
@@ -241,7 +254,7 @@ class Run:
         memory is this scenario's), checks them, warms them up and measures
         them in interleaved rounds; stops them all at the end."""
         a = self.args
-        names = [n for n in a.peer_list if n in s.peers]
+        names = [n for n in a.peer_list if takes_part(s, n)]
         try:
             origin = peers_mod.start_origin(self.tmp, self.www, self.other_cpus)
             if s.check == "chunked":
@@ -249,8 +262,9 @@ class Run:
             peers = {}
             for name in names:
                 try:
+                    weir_bin = a.compare if name == WEIR_BASE else a.weir
                     peer = peers_mod.start_peer(
-                        name, s.kind, origin, self.tmp, self.www, self.ssr_root, a.weir, self.server_cpus
+                        name, s.kind, origin, self.tmp, self.www, self.ssr_root, weir_bin, self.server_cpus
                     )
                     check_mod.check(peer, s, self.bodies[s.body], self.tmp)
                     peers[name] = peer

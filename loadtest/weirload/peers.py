@@ -294,19 +294,19 @@ def start_peer(
         conf.write_text(haproxy_config(o, ports))
         p = procs.start("haproxy", ["haproxy", "-db", "-f", str(conf)], tmp / "haproxy.log", cpus)
         peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache-Status", "HIT"))
-    elif name == "weir" and kind == "static":
+    elif name in ("weir", "weir-base") and kind == "static":
         port = procs.free_port()
         argv = [str(weir_bin), "--log-level", "warn", "origin", "--listen", f"127.0.0.1:{port}"]
         argv += ["--root", str(www), "--workers", "1"]
-        p = procs.start("weir-origin", argv, tmp / "weir-origin.log", cpus)
+        p = procs.start(f"{name}-origin", argv, tmp / f"{name}-origin.log", cpus)
         procs.wait_http(p, f"http://127.0.0.1:{port}/1k.bin")
         return Peer(name, {"static": port}, {"static": p})
-    elif name == "weir":
+    elif name in ("weir", "weir-base"):
         ports["h2c"] = ports["h1"]  # Weir serves both on one listener.
-        conf = tmp / "weir.toml"
+        conf = tmp / f"{name}.toml"
         conf.write_text(weir_config(ssr_root, o, ports["h1"]))
         argv = [str(weir_bin), "--log-level", "warn", "serve", "--config", str(conf)]
-        p = procs.start("weir", argv, tmp / "weir.log", cpus)
+        p = procs.start(name, argv, tmp / f"{name}.log", cpus)
         peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache", "HIT"))
     else:
         raise ValueError(f"unknown peer {name!r}")

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .measure import Measurement, median_of
-from .scenarios import Scenario
+from .scenarios import Scenario, takes_part
 
 BASELINE = "nginx"
-COLORS = {"weir": "#3b6fb6", "nginx": "#3a9a5b", "haproxy": "#d08a2c", "direct": "#8c8c8c"}
+COLORS = {"weir": "#3b6fb6", "weir-base": "#9ab8e6", "nginx": "#3a9a5b", "haproxy": "#d08a2c", "direct": "#8c8c8c"}
 
 
 @dataclass
@@ -66,7 +66,7 @@ def ratio_cell(value: float | None, base: float | None) -> str:
 def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str]]) -> str:
     """The report as markdown; `charts` are (title, file name) pairs."""
     agg = results.aggregate()
-    others = [p for p in results.peers if p != BASELINE and any(p in s.peers for s in results.scenarios)]
+    others = [p for p in results.peers if p != BASELINE and any(takes_part(s, p) for s in results.scenarios)]
     lines = [f"# Load test: {', '.join(results.peers)} ({meta['date']})", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k != "date"]
     lines += [
@@ -90,7 +90,7 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
         cells = [f"{s.id} `{s.name}`"]
         for p in others:
             a = row.get(p)
-            if p not in s.peers:
+            if not takes_part(s, p):
                 cells += ["", "", ""]
             elif a is None or base is None:
                 cells += ["—", "—", "—"]
@@ -126,7 +126,7 @@ def markdown(results: Results, meta: dict[str, str], charts: list[tuple[str, str
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for p in results.peers:
-            if p not in s.peers:
+            if not takes_part(s, p):
                 continue
             if (s.name, p) in results.failures:
                 lines.append(f"| {p} | failed: {results.failures[(s.name, p)]} |" + " |" * 11)

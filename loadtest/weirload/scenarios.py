@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 ALL_PEERS = ("weir", "nginx", "haproxy", "direct")
 
+# With --compare, a second Weir binary runs as this peer wherever weir does.
+WEIR_BASE = "weir-base"
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -114,3 +117,8 @@ SCENARIOS = [
 ]
 
 BY_NAME = {s.name: s for s in SCENARIOS} | {s.id: s for s in SCENARIOS}
+
+
+def takes_part(scenario: Scenario, peer: str) -> bool:
+    """Whether `peer` is measured in `scenario` (`weir-base` wherever `weir` is)."""
+    return peer in scenario.peers or (peer == WEIR_BASE and "weir" in scenario.peers)

@@ -1,10 +1,13 @@
 //! Weir's reverse proxy, as a library.
 //!
-//! A request moves one way: [`server`] (listener, connection) →
-//! [`route`] → [`proxy`] (prepare the upstream request) → [`upstream`]
-//! (pooled client) → a `weir-stream` pipeline for the body → the client;
-//! [`access_log`] writes one line when the body ends. [`headers`] owns the
-//! intermediary header rules, [`config`] the TOML file.
+//! A request moves one way: [`server`] (listener, connection) → the
+//! phases of one exchange (`Proxy::handle`: request filter, [`route`],
+//! cache lookup, upstream request, send through [`upstream`], response
+//! head filter, body pipeline, fan-out) → a `weir-stream` pipeline for the
+//! body → the client; [`access_log`] writes one line when the body ends.
+//! [`proxy`] holds what every request shares, [`headers`] the
+//! intermediary header rules, [`config`] the TOML file, [`metrics`] the
+//! only counters. `docs/architecture.md` lists the phases with their files.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
