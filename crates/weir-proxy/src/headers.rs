@@ -224,11 +224,7 @@ pub fn response_head(
     if status == StatusCode::SWITCHING_PROTOCOLS {
         return Err("101 Switching Protocols that was never asked for");
     }
-    if parts
-        .headers
-        .get(header::TRANSFER_ENCODING)
-        .is_some_and(|te| !only_chunked(te))
-    {
+    if !only_chunked_fields(&parts.headers) {
         return Err("a transfer coding other than chunked");
     }
     remove_hop_by_hop(&mut parts.headers);
@@ -241,6 +237,16 @@ pub fn response_head(
 }
 
 pub use weir_http::transfer_coding::only_chunked;
+
+/// Whether every `Transfer-Encoding` field line of `headers` (if any) is
+/// exactly `chunked`, the one coding Weir forwards (RFC 9112 §6.1: the
+/// codings of all lines apply, in order).
+pub fn only_chunked_fields(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .all(only_chunked)
+}
 
 fn insert_str(headers: &mut HeaderMap, name: HeaderName, value: &str) {
     match HeaderValue::try_from(value) {
@@ -451,6 +457,17 @@ mod tests {
             let mut coded = upstream_head(200, &[("transfer-encoding", te)]);
             assert!(response_head(&mut coded, "weir").is_err(), "{te}");
         }
+        let mut two_lines = upstream_head(
+            200,
+            &[
+                ("transfer-encoding", "chunked"),
+                ("transfer-encoding", "gzip"),
+            ],
+        );
+        assert!(
+            response_head(&mut two_lines, "weir").is_err(),
+            "every line counts"
+        );
         let mut chunked = upstream_head(200, &[("transfer-encoding", "chunked")]);
         assert!(response_head(&mut chunked, "weir").is_ok());
     }

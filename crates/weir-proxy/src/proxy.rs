@@ -1,6 +1,6 @@
 //! The reverse proxy: what every request shares (routes, upstreams, the
 //! pooled client, the cache, mirrors, SSR fetchers, metrics), built once
-//! from a config. A request's life, as phases, is in [`crate::exchange`]
+//! from a config. A request's life, as phases, is in `exchange/`
 //! ([`Proxy::handle`]).
 
 use std::net::SocketAddr;
@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::Cache;
 use crate::config::{Config, ServerSettings, UpstreamTarget, UpstreamUrl};
+use crate::headers::Peer;
 use crate::metrics::{self, Metrics};
 use crate::mirror::Mirror;
 use crate::route::RouteTable;
@@ -135,6 +136,17 @@ impl Proxy {
     /// are being cut, and their access log lines say `outcome=shutdown`.
     pub fn mark_shutdown_cut(&self) {
         self.shutdown_cut.store(true, Ordering::Relaxed);
+    }
+
+    /// The downstream peer as `X-Forwarded-*` describe it: `peer`'s
+    /// address, whether it is trusted, and the host the client asked for.
+    pub(crate) fn forwarded_peer<'a>(&self, peer: SocketAddr, host: Option<&'a str>) -> Peer<'a> {
+        Peer {
+            ip: peer.ip(),
+            trusted: self.is_trusted(peer),
+            proto: "http",
+            host,
+        }
     }
 
     /// Whether `peer` is one of `trusted_proxies`.

@@ -46,7 +46,7 @@ impl Fill {
     /// response has none, which is stored at once).
     ///
     /// When the client's own `If-None-Match` / `If-Modified-Since` (which
-    /// [`Ticket::prepare`] kept from the upstream) matches the response,
+    /// [`Ticket::prepare`](super::Ticket::prepare) kept from the upstream) matches the response,
     /// `head` becomes a `304 Not Modified` (RFC 9110 §15.4.5) and the
     /// answer is [`FillStart::NotModified`].
     pub fn start(

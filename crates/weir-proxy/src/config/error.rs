@@ -46,7 +46,7 @@ pub enum ConfigError {
     },
 }
 
-/// The most bytes [`Config::from_file`] reads: 1 MiB.
+/// The most bytes [`Config::from_file`](super::Config::from_file) reads: 1 MiB.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 fn key_label(key: &str) -> String {

@@ -241,7 +241,7 @@ pub struct SsrSpec {
 pub struct TemplateFile {
     /// Where it was read from.
     pub path: PathBuf,
-    /// Its bytes (at most [`MAX_TEMPLATE_FILE_BYTES`]).
+    /// Its bytes (at most [`MAX_TEMPLATE_FILE_BYTES`](super::MAX_TEMPLATE_FILE_BYTES)).
     pub bytes: bytes::Bytes,
 }
 

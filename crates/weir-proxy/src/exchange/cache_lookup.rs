@@ -1,5 +1,5 @@
 //! The cache lookup phase: a route with `cache = true` asks the cache
-//! before anything goes upstream (see [`super::cache`] for the hook).
+//! before anything goes upstream (see [`super::cache_hook`] for the hook).
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The SSR phases: a route's `template_file` page (a local answer), and
 //! the composition of a template in the response body pipeline (see
-//! [`super::ssr`] for the hook).
+//! [`super::ssr_hook`] for the hook).
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use weir_stream::once;
 
 use super::context::Exchange;
 use super::local::Local;
-use super::ssr::SsrHook;
+use super::ssr_hook::SsrHook;
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::headers;
 use crate::outcome::Outcome;
@@ -56,7 +56,6 @@ impl Exchange<'_> {
             Version::HTTP_11,
             &self.proxy.settings.via_pseudonym,
         );
-        self.record.status = 200;
         let template = ResponseSource::Local(once(file.bytes.clone()));
         match self
             .compose(&ssr, &mut parts, template, false, base.to_string())
@@ -124,7 +123,6 @@ impl Exchange<'_> {
                     parts.status = status;
                 }
                 crate::ssr::apply_page_fields(&mut parts.headers, headers);
-                self.record.status = parts.status.as_u16();
                 metrics.ssr_page("composed");
                 Ok((ResponseSource::Page(body), false))
             }
@@ -132,7 +130,6 @@ impl Exchange<'_> {
                 parts.status = status;
                 parts.headers.remove(header::CONTENT_TYPE);
                 crate::ssr::apply_page_fields(&mut parts.headers, headers);
-                self.record.status = status.as_u16();
                 metrics.ssr_page("redirect");
                 Ok((ResponseSource::empty(), true))
             }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use http::{HeaderMap, Method, Request, Response, header};
 
-use super::cache::CacheHook;
+use super::cache_hook::CacheHook;
 use super::local;
 use super::request::Target;
-use super::ssr::SsrHook;
+use super::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::body::response::ResponseBody;
 use crate::proxy::Proxy;

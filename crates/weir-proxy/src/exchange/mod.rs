@@ -9,31 +9,32 @@
 //! |---|---|---|
 //! | downstream request filter | refuses `CONNECT`, unknown transfer codings | [`request::filter`] |
 //! | route | normalized path, host, route, upstream | [`request::route`] |
-//! | local answers | no route, bad request, a template file | [`local`], [`ssr`] |
-//! | cache lookup | a hit or a stale entry answers without the upstream | [`cache`] |
-//! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror`] |
+//! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
+//! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
+//! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
 //! | send | connect and response head; the retry point | [`send`] |
-//! | response head filter | hop-by-hop, `Via`, refusals | [`response`] |
-//! | response body pipeline | SSR composition, the route's transforms | [`ssr`], [`response`] |
-//! | fan-out | cache fill, body log | [`cache`], [`response`] |
+//! | response head filter | hop-by-hop, `Via`, refusals | [`upstream_response`] |
+//! | fan-out | cache fill and body log, on the upstream's bytes | [`cache_hook`], [`response`] |
+//! | response body pipeline | SSR composition, the route's transforms | [`compose`], [`response`] |
 //! | log | the access log line when the body ends | [`response`] (`ResponseLog`) |
 //!
-//! A feature plugs in as a hook the exchange holds ([`cache::CacheHook`],
-//! [`ssr::SsrHook`]) or a step of one phase ([`mirror`]); each method is
-//! named for the phase it serves.
+//! A feature plugs in as a hook the exchange holds ([`cache_hook::CacheHook`],
+//! [`ssr_hook::SsrHook`]) or a step of one phase ([`mirror_hook`]); each
+//! method is named for the phase it serves.
 
-pub(crate) mod cache;
+pub(crate) mod cache_hook;
 pub(crate) mod cache_lookup;
 pub(crate) mod compose;
 pub(crate) mod context;
 pub(crate) mod local;
-pub(crate) mod mirror;
+pub(crate) mod mirror_hook;
 pub(crate) mod request;
 pub(crate) mod response;
 pub(crate) mod send;
 pub(crate) mod sent;
-pub(crate) mod ssr;
+pub(crate) mod ssr_hook;
 pub(crate) mod upstream_request;
+pub(crate) mod upstream_response;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -43,7 +44,7 @@ use hyper::body::Incoming;
 
 use self::context::Exchange;
 use self::sent::Sent;
-use self::ssr::SsrHook;
+use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::body::response::ResponseBody;
 use crate::proxy::Proxy;

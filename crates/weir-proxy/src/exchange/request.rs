@@ -45,9 +45,7 @@ pub(crate) fn filter<B>(req: &Request<B>) -> Result<(), Local> {
             Outcome::BadRequest,
         ));
     }
-    if let Some(te) = req.headers().get(header::TRANSFER_ENCODING)
-        && !crate::headers::only_chunked(te)
-    {
+    if !crate::headers::only_chunked_fields(req.headers()) {
         return Err(Local::new(
             StatusCode::NOT_IMPLEMENTED,
             "501 Not Implemented: only the chunked transfer coding is supported\n",
@@ -205,6 +203,18 @@ upstream = "api"
             "gzip, chunked".parse().expect("value"),
         );
         assert_eq!(refused(&gzip).status, StatusCode::NOT_IMPLEMENTED);
+        let mut two_lines = get("/", Some("a"));
+        two_lines
+            .headers_mut()
+            .append(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
+        two_lines
+            .headers_mut()
+            .append(header::TRANSFER_ENCODING, "gzip".parse().expect("value"));
+        assert_eq!(
+            refused(&two_lines).status,
+            StatusCode::NOT_IMPLEMENTED,
+            "every line counts"
+        );
         let mut chunked = get("/", Some("a"));
         chunked
             .headers_mut()

@@ -11,13 +11,13 @@ use weir_stream::{TransformExt as _, pull};
 
 use super::context::Exchange;
 use super::local::Local;
-use super::mirror;
+use super::mirror_hook;
 use crate::access_log::RequestTally;
 use crate::body::idle::IdleTimeout;
 use crate::body::request::{RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
-use crate::headers::{self, Peer};
+use crate::headers;
 
 impl Exchange<'_> {
     /// The upstream request: [`Exchange::upstream_head`], then the body:
@@ -35,7 +35,7 @@ impl Exchange<'_> {
         if let Some(ssr) = &mut self.ssr {
             ssr.template_url = Some(parts.uri.to_string());
         }
-        let mut mirror = mirror::admit(self.proxy, self.target.route);
+        let mut mirror = mirror_hook::admit(self.proxy, self.target.route);
         let source = if http_body::Body::is_end_stream(&body) {
             None
         } else {
@@ -117,7 +117,11 @@ impl Exchange<'_> {
                 headers.remove(header::HOST);
             }
         }
-        headers::set_forwarded(headers, self.forwarded_peer());
+        headers::set_forwarded(
+            headers,
+            self.proxy
+                .forwarded_peer(self.peer, target.client_host.as_deref()),
+        );
         headers::append_via(headers, received, &self.proxy.settings.via_pseudonym);
         if target.route.transforms.reads_content() || target.route.ssr.is_some() {
             // html-rewrite and msgpack-json read the body: ask for it unencoded
@@ -153,16 +157,6 @@ impl Exchange<'_> {
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         Ok(())
-    }
-
-    /// The downstream peer as `X-Forwarded-*` describe it.
-    pub(crate) fn forwarded_peer(&self) -> Peer<'_> {
-        Peer {
-            ip: self.peer.ip(),
-            trusted: self.proxy.is_trusted(self.peer),
-            proto: "http",
-            host: self.target.client_host.as_deref(),
-        }
     }
 }
 

@@ -18,7 +18,7 @@ pub const DURATION_BUCKETS: [f64; 14] = [
 pub const NO_ROUTE: &str = "-";
 
 /// The `branch` values of `weir_share_lag_detaches_total` listed (at zero)
-/// from the start; [`Metrics::share_lag_detach`] accepts others too.
+/// from the start; [`Metrics::share_lag_detach`](super::Metrics::share_lag_detach) accepts others too.
 pub const SHARE_BRANCHES: [&str; 3] = ["cache", "mirror", "tap"];
 
 /// A route's `route` label: `host` + `path_prefix` (`example.com/api`), or

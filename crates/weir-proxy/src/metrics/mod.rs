@@ -6,7 +6,9 @@
 //! counts.
 //!
 //! The registry is the only counter: every count Weir keeps is a family
-//! here, and tests read them through the `*_count` methods.
+//! here, and tests read them through the `*_count` methods. (The exact
+//! live upstream connections are kept by [`crate::counted`], one guard per
+//! connection, and read into the gauges at scrape time.)
 //!
 //! Per-request families are fed from the access log path
 //! ([`crate::access_log::AccessRecord`]) when a request ends, so a request

@@ -18,7 +18,6 @@ use http::Response;
 use hyper::body::Incoming;
 
 use super::sent::Sent;
-use crate::access_log::AccessRecord;
 use crate::body::idle::UpstreamBody;
 use crate::body::response::ResponseSource;
 use crate::cache::{After, Cache, Fill, FillStart, Ticket};
@@ -68,13 +67,11 @@ impl<'p> CacheHook<'p> {
     /// The fan-out phase: tees `body` (the upstream's; `None` when the
     /// response has none) into the cache when the answer may be stored.
     /// Returns the client's body and whether it has none (also when the
-    /// client's own conditional turned the answer into a `304`, which
-    /// `record` then says).
+    /// client's own conditional turned the answer into a `304`).
     pub(crate) fn fill(
         &mut self,
         head: &mut http::response::Parts,
         body: Option<UpstreamBody>,
-        record: &mut AccessRecord,
     ) -> (ResponseSource, bool) {
         let start = match self.fill.take() {
             Some(fill) => fill.start(self.cache, head, body),
@@ -84,10 +81,7 @@ impl<'p> CacheHook<'p> {
             FillStart::Pass(Some(body)) => (ResponseSource::Upstream(body), false),
             FillStart::Pass(None) => (ResponseSource::empty(), true),
             FillStart::Teed(body) => (ResponseSource::Cache(body), false),
-            FillStart::NotModified => {
-                record.status = head.status.as_u16();
-                (ResponseSource::empty(), true)
-            }
+            FillStart::NotModified => (ResponseSource::empty(), true),
         }
     }
 }

@@ -15,7 +15,6 @@ use http::{HeaderMap, Request};
 
 use super::request::Target;
 use crate::config::SsrSpec;
-use crate::headers::Peer;
 use crate::proxy::Proxy;
 use crate::ssr::ProxyFetcher;
 
@@ -44,12 +43,7 @@ impl<'p> SsrHook<'p> {
         let headers = crate::ssr::fragment_headers(
             req.headers(),
             spec,
-            Peer {
-                ip: peer.ip(),
-                trusted: proxy.is_trusted(peer),
-                proto: "http",
-                host: target.client_host.as_deref(),
-            },
+            proxy.forwarded_peer(peer, target.client_host.as_deref()),
             req.version(),
             &proxy.settings.via_pseudonym,
         );

@@ -1,0 +1,69 @@
+//! The upstream's answer, downstream: its head through the response head
+//! filter, its body through the fan-out (the cache fill tees the upstream
+//! body, before any transform) and SSR composition, then
+//! [`Exchange::respond`].
+
+use http::{Response, StatusCode};
+use hyper::body::Incoming;
+use weir_stream::body::HttpBodySource;
+
+use super::context::Exchange;
+use super::local::Local;
+use crate::body::idle::IdleTimeout;
+use crate::body::response::{ResponseBody, ResponseSource};
+use crate::headers;
+
+impl Exchange<'_> {
+    /// The upstream's response, downstream: its head filtered, its body
+    /// teed into the cache (when the route caches) and composed (when it
+    /// is a template on an SSR route).
+    ///
+    /// A response Weir cannot forward faithfully becomes a 502 (see
+    /// [`headers::response_head`]).
+    pub(crate) async fn upstream_response(
+        mut self,
+        resp: Response<Incoming>,
+    ) -> Response<ResponseBody> {
+        let (mut parts, body) = resp.into_parts();
+        let status = parts.status;
+        if let Err(what) = headers::response_head(&mut parts, &self.proxy.settings.via_pseudonym) {
+            tracing::warn!(target: "weir::proxy", upstream = %self.target.upstream.name, "upstream sent {what}");
+            self.record.reason = Some(format!("upstream sent {what}"));
+            return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
+        }
+        self.record.status = status.as_u16();
+        let empty = self.head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || http_body::Body::is_end_stream(&body);
+        let source = if empty {
+            // Dropping an ended (or bodiless) upstream body keeps its connection poolable.
+            drop(body);
+            None
+        } else {
+            Some(IdleTimeout::new(
+                HttpBodySource::new(body),
+                self.proxy.settings.body_idle_timeout,
+            ))
+        };
+        let (source, no_body) = match &mut self.cache {
+            Some(cache) if !self.head_only => cache.fill(&mut parts, source),
+            _ => (
+                source.map_or_else(ResponseSource::empty, ResponseSource::Upstream),
+                empty,
+            ),
+        };
+        let (source, no_body) = match self.ssr.take() {
+            Some(ssr) if ssr.is_template(&parts.headers) => {
+                let url = ssr.template_url.clone().unwrap_or_default();
+                match self.compose(&ssr, &mut parts, source, no_body, url).await {
+                    Ok(page) => page,
+                    Err(local) => return self.answer(local),
+                }
+            }
+            _ => (source, no_body),
+        };
+        self.respond(parts, source, no_body)
+    }
+}
