@@ -9,6 +9,8 @@ writes, one worker, pinned), sends a fixed number of requests with h2load
 - `allocs`: heap allocations (valgrind's DHAT; Weir runs under it, so the
   load is slow); the count of a run of `--requests` minus that of a run of
   a tenth as many, divided by the difference, so start-up does not count;
+- `instr`: user-space instructions (valgrind's callgrind, counted the same
+  way as `allocs`): repeatable whatever else the machine does;
 - `perf`: a CPU profile of the load (`perf record -g`), its top functions.
 
 Traffic stays on 127.0.0.1; every process is stopped by its pid.
@@ -40,15 +42,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--conns", type=int, default=32)
     p.add_argument("--h2c", action="store_true", help="h2c with 10 streams per connection instead of HTTP/1.1")
     p.add_argument("--path", default="/1k.bin", help="what to GET (default /1k.bin: 1 KiB)")
-    p.add_argument("--tools", default="syscalls,allocs", help="comma-separated: syscalls, allocs, perf")
+    p.add_argument("--tools", default="syscalls,allocs,instr", help="comma-separated: syscalls, allocs, instr, perf")
     p.add_argument("--keep", action="store_true")
     a = p.parse_args(argv)
     if not 100 <= a.requests <= 1_000_000:
         p.error("--requests takes 100 to 1000000")
     a.tool_list = [t for t in a.tools.split(",") if t]
-    bad = [t for t in a.tool_list if t not in ("syscalls", "allocs", "perf")]
+    bad = [t for t in a.tool_list if t not in ("syscalls", "allocs", "instr", "perf")]
     if bad or not a.tool_list:
-        p.error(f"unknown tool {bad}; known: syscalls, allocs, perf")
+        p.error(f"unknown tool {bad}; known: syscalls, allocs, instr, perf")
     return a
 
 
@@ -156,6 +158,27 @@ def _short(frame: str) -> str:
     return re.sub(r"<[^<>]*>", "", re.sub(r"<[^<>]*>", "", frame))[:110]
 
 
+def count_instructions(a, tmp, www, ssr_root, origin, server_cpus, other_cpus) -> str:
+    """User-space instructions per request (valgrind's callgrind: counted,
+    not timed, so the same build gives the same count on a busy machine)."""
+    if shutil.which("valgrind") is None:
+        return "instructions: valgrind missing (apt-get install -y valgrind)"
+    totals = []
+    n_small, n_big = a.requests // 10, a.requests
+    for n in (n_small, n_big):
+        out = tmp / f"callgrind-{n}.out"
+        wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        p, port = start_weir(a, tmp, www, ssr_root, origin, server_cpus, wrapper)
+        h2load(a, port, n, other_cpus)
+        p.stop(grace=60)
+        m = re.search(r"Collected : (\d+)", p.log.read_text(errors="replace"))
+        if not m:
+            return f"instructions: no callgrind summary:\n{p.log_tail()}"
+        totals.append(int(m.group(1)))
+    per = (totals[1] - totals[0]) / (n_big - n_small)
+    return f"instructions per request (user space, callgrind): {per:,.0f}"
+
+
 def profile_cpu(a, tmp, www, ssr_root, origin, server_cpus, other_cpus) -> str:
     p, port = start_weir(a, tmp, www, ssr_root, origin, server_cpus)
     h2load(a, port, a.requests // 10, other_cpus)
@@ -198,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         origin = peers_mod.start_origin(tmp, www, other_cpus)
         kind = "h2c" if a.h2c else "HTTP/1.1"
         print(f"profile: {a.weir}, {a.requests} GET {a.path} over {kind}, {a.conns} connections", file=sys.stderr)
-        tools = {"syscalls": count_syscalls, "allocs": count_allocs, "perf": profile_cpu}
+        tools = {"syscalls": count_syscalls, "allocs": count_allocs, "instr": count_instructions, "perf": profile_cpu}
         for t in a.tool_list:
             print(tools[t](a, tmp, www, ssr_root, origin, server_cpus, other_cpus), flush=True)
         return 0

@@ -32,10 +32,19 @@ fn load(path: Option<&Path>) -> anyhow::Result<Config> {
     }
 }
 
-/// The runtime that runs every connection: `workers` worker threads.
+/// The runtime that runs every connection: `workers` worker threads. One
+/// worker is a `current_thread` runtime: every task on the thread that
+/// runs `block_on`, with no work-stealing queues, cross-thread wake-ups or
+/// a second thread to hand connections to.
 fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(workers);
+        b
+    };
+    builder
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")
