@@ -20,7 +20,7 @@ use weir_stream::{Batch, StreamError, Transform};
 use weir_transform::chain::StageError;
 
 use crate::body::idle::BodyIdleTimeout;
-use crate::metrics::{InFlight, Metrics, RequestSample};
+use crate::metrics::{InFlight, Metrics, RequestSample, RouteMetrics};
 pub use crate::outcome::Outcome;
 
 /// Counters the request-body side shares with the log record.
@@ -73,7 +73,7 @@ pub struct AccessRecord {
     counters: Arc<RequestCounters>,
     shutdown_cut: Arc<AtomicBool>,
     /// Where the finished request is counted, and its `route` label.
-    metrics: Option<(Arc<Metrics>, Arc<String>)>,
+    metrics: Option<(Arc<Metrics>, Arc<RouteMetrics>)>,
     /// Keeps the upstream request in flight until the record is written.
     in_flight: Option<InFlight>,
     /// Whether the line was written.
@@ -108,7 +108,7 @@ impl AccessRecord {
     /// Counts the finished request into `metrics` under the `route` label
     /// (replacing any earlier label: the proxy sets one before routing and
     /// the matched route's after).
-    pub fn count_into(&mut self, metrics: Arc<Metrics>, route: Arc<String>) {
+    pub fn count_into(&mut self, metrics: Arc<Metrics>, route: Arc<RouteMetrics>) {
         self.metrics = Some((metrics, route));
     }
 

@@ -117,11 +117,32 @@ pub fn sanitize_trailers(trailers: &mut HeaderMap) {
     trailers.remove("proxy-connection");
 }
 
+/// A downstream peer's address as `X-Forwarded-For` writes it (a
+/// v4-mapped IPv6 address in its IPv4 form), formatted once per connection.
+#[derive(Debug, Clone)]
+pub struct PeerAddr {
+    /// The address.
+    pub ip: IpAddr,
+    /// Its text, as a field value.
+    pub text: HeaderValue,
+}
+
+impl PeerAddr {
+    /// The peer address `ip`.
+    pub fn new(ip: IpAddr) -> PeerAddr {
+        let ip = ip.to_canonical();
+        // An IP address's text is ASCII digits, dots, colons and hex.
+        let text =
+            HeaderValue::try_from(ip.to_string()).unwrap_or(HeaderValue::from_static("unknown"));
+        PeerAddr { ip, text }
+    }
+}
+
 /// Where the downstream request came from, for `X-Forwarded-*`.
 #[derive(Debug, Clone, Copy)]
 pub struct Peer<'a> {
     /// The TCP peer's address.
-    pub ip: IpAddr,
+    pub addr: &'a PeerAddr,
     /// Whether the config lists the peer as a trusted proxy.
     pub trusted: bool,
     /// `"http"` (Weir terminates no TLS yet).
@@ -138,21 +159,22 @@ pub struct Peer<'a> {
 /// `-Proto`/`-Host` are kept. From any other peer, all three are replaced
 /// and `Forwarded` is removed.
 pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
-    let ip = peer.ip.to_canonical().to_string();
     if peer.trusted {
-        let chain: Vec<&str> = headers
+        let mut chain = headers
             .get_all(&X_FORWARDED_FOR)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .map(str::trim)
             .filter(|v| !v.is_empty())
-            .collect();
-        let value = if chain.is_empty() {
-            ip
+            .peekable();
+        if chain.peek().is_none() {
+            headers.insert(X_FORWARDED_FOR, peer.addr.text.clone());
         } else {
-            format!("{}, {ip}", chain.join(", "))
-        };
-        insert_str(headers, X_FORWARDED_FOR, &value);
+            let mut value = chain.collect::<Vec<&str>>().join(", ");
+            value.push_str(", ");
+            value.push_str(peer.addr.text.to_str().unwrap_or("unknown"));
+            insert_str(headers, X_FORWARDED_FOR, &value);
+        }
         if !headers.contains_key(&X_FORWARDED_PROTO) {
             headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(peer.proto));
         }
@@ -163,7 +185,7 @@ pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
         }
     } else {
         headers.remove(header::FORWARDED);
-        insert_str(headers, X_FORWARDED_FOR, &ip);
+        headers.insert(X_FORWARDED_FOR, peer.addr.text.clone());
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(peer.proto));
         match peer.host {
             Some(host) => insert_str(headers, X_FORWARDED_HOST, host),
@@ -174,20 +196,51 @@ pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
     }
 }
 
+/// Weir's `Via` entries, `<received-protocol> <pseudonym>` (RFC 9110
+/// §7.6.3), one per protocol version, made once and appended by cloning.
+#[derive(Debug, Clone)]
+pub struct Via {
+    v09: Option<HeaderValue>,
+    v10: Option<HeaderValue>,
+    v11: Option<HeaderValue>,
+    v2: Option<HeaderValue>,
+    v3: Option<HeaderValue>,
+}
+
+impl Via {
+    /// The entries for `pseudonym` (an HTTP token; config validation says so).
+    pub fn new(pseudonym: &str) -> Via {
+        let value = |proto: &str| HeaderValue::try_from(format!("{proto} {pseudonym}")).ok();
+        Via {
+            v09: value("0.9"),
+            v10: value("1.0"),
+            v11: value("1.1"),
+            v2: value("2"),
+            v3: value("3"),
+        }
+    }
+
+    /// Appends the entry for a message received as `received` (`1.0`,
+    /// `1.1`, `2`, ...).
+    pub fn append(&self, headers: &mut HeaderMap, received: Version) {
+        let value = match received {
+            Version::HTTP_09 => &self.v09,
+            Version::HTTP_10 => &self.v10,
+            Version::HTTP_2 => &self.v2,
+            Version::HTTP_3 => &self.v3,
+            _ => &self.v11,
+        };
+        if let Some(value) = value {
+            headers.append(header::VIA, value.clone());
+        }
+    }
+}
+
 /// Appends Weir's `Via` entry, `<received-protocol> <pseudonym>` (RFC 9110
 /// §7.6.3), where the protocol is the version of the message as Weir
-/// received it (`1.0`, `1.1`, `2`).
+/// received it (`1.0`, `1.1`, `2`). Per request, prefer a [`Via`] made once.
 pub fn append_via(headers: &mut HeaderMap, received: Version, pseudonym: &str) {
-    let proto = match received {
-        Version::HTTP_09 => "0.9",
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
-    };
-    if let Ok(value) = HeaderValue::try_from(format!("{proto} {pseudonym}")) {
-        headers.append(header::VIA, value);
-    }
+    Via::new(pseudonym).append(headers, received);
 }
 
 /// Joins several `cookie` fields into one, as an HTTP/1.1 hop requires
@@ -216,10 +269,7 @@ pub fn join_cookies(headers: &mut HeaderMap) {
 /// What the upstream sent that Weir cannot forward faithfully: a `101`
 /// (Weir never asks to switch protocols, RFC 9110 §15.2.2), or a
 /// transfer coding other than `chunked`.
-pub fn response_head(
-    parts: &mut http::response::Parts,
-    via_pseudonym: &str,
-) -> Result<(), &'static str> {
+pub fn response_head(parts: &mut http::response::Parts, via: &Via) -> Result<(), &'static str> {
     let status = parts.status;
     if status == StatusCode::SWITCHING_PROTOCOLS {
         return Err("101 Switching Protocols that was never asked for");
@@ -231,7 +281,7 @@ pub fn response_head(
     if status.is_informational() || status == StatusCode::NO_CONTENT {
         parts.headers.remove(header::CONTENT_LENGTH);
     }
-    append_via(&mut parts.headers, parts.version, via_pseudonym);
+    via.append(&mut parts.headers, parts.version);
     parts.version = Version::default();
     Ok(())
 }
@@ -347,7 +397,7 @@ mod tests {
         set_forwarded(
             &mut h,
             Peer {
-                ip: "10.0.0.1".parse().expect("ip"),
+                addr: &PeerAddr::new("10.0.0.1".parse().expect("ip")),
                 trusted: false,
                 proto: "http",
                 host: Some("a.test"),
@@ -369,7 +419,7 @@ mod tests {
         set_forwarded(
             &mut h,
             Peer {
-                ip: "::ffff:10.0.0.1".parse().expect("ip"),
+                addr: &PeerAddr::new("::ffff:10.0.0.1".parse().expect("ip")),
                 trusted: true,
                 proto: "http",
                 host: None,
@@ -429,7 +479,7 @@ mod tests {
                 ("content-length", "5"),
             ],
         );
-        response_head(&mut head, "weir").expect("forwardable");
+        response_head(&mut head, &Via::new("weir")).expect("forwardable");
         assert!(head.headers.get("x-secret").is_none());
         assert!(head.headers.get("keep-alive").is_none());
         assert_eq!(
@@ -442,7 +492,7 @@ mod tests {
         );
         assert_eq!(head.version, Version::default());
         let mut empty = upstream_head(204, &[("content-length", "0")]);
-        response_head(&mut empty, "weir").expect("forwardable");
+        response_head(&mut empty, &Via::new("weir")).expect("forwardable");
         assert!(
             empty.headers.get("content-length").is_none(),
             "204 carries no length"
@@ -452,10 +502,13 @@ mod tests {
     #[test]
     fn the_response_head_filter_refuses_an_unasked_101_and_unknown_codings() {
         let mut switching = upstream_head(101, &[("upgrade", "websocket")]);
-        assert!(response_head(&mut switching, "weir").is_err());
+        assert!(response_head(&mut switching, &Via::new("weir")).is_err());
         for te in ["gzip", "gzip, chunked", "chunked, identity"] {
             let mut coded = upstream_head(200, &[("transfer-encoding", te)]);
-            assert!(response_head(&mut coded, "weir").is_err(), "{te}");
+            assert!(
+                response_head(&mut coded, &Via::new("weir")).is_err(),
+                "{te}"
+            );
         }
         let mut two_lines = upstream_head(
             200,
@@ -465,10 +518,10 @@ mod tests {
             ],
         );
         assert!(
-            response_head(&mut two_lines, "weir").is_err(),
+            response_head(&mut two_lines, &Via::new("weir")).is_err(),
             "every line counts"
         );
         let mut chunked = upstream_head(200, &[("transfer-encoding", "chunked")]);
-        assert!(response_head(&mut chunked, "weir").is_ok());
+        assert!(response_head(&mut chunked, &Via::new("weir")).is_ok());
     }
 }

@@ -11,6 +11,11 @@ use std::borrow::Cow;
 /// a backslash (`..%2f`, `..%5c`, `..\`) or a path parameter (`..;`):
 /// upstreams that decode those would see a `..` that routing never saw.
 pub fn normalize_path(path: &str) -> Option<Cow<'_, str>> {
+    // Without a `.` or a `%` no segment is or can decode to a dot segment:
+    // the common path, checked with one scan and no allocation.
+    if path.starts_with('/') && !path.bytes().any(|b| b == b'.' || b == b'%') {
+        return Some(Cow::Borrowed(path));
+    }
     let normalized = remove_dot_segments(path)?;
     if hides_dot_segment(&normalized) {
         return None;

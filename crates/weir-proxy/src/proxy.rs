@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::cache::Cache;
 use crate::config::{Config, ServerSettings, UpstreamTarget, UpstreamUrl};
-use crate::headers::Peer;
-use crate::metrics::{self, Metrics};
+use crate::headers::{Peer, PeerAddr, Via};
+use crate::metrics::{self, Metrics, RouteMetrics};
 use crate::mirror::Mirror;
 use crate::route::RouteTable;
 use crate::ssr::ProxyFetcher;
@@ -36,6 +36,8 @@ pub(crate) struct ResolvedUpstream {
     /// The config's name for it.
     pub(crate) name: String,
     pub(crate) url: UpstreamUrl,
+    /// Its `weir_upstream_requests_in_flight` sample.
+    pub(crate) in_flight: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// The reverse proxy: routes, upstreams, the upstream client and the
@@ -52,7 +54,7 @@ pub struct Proxy {
     pub(crate) mirrors: Vec<Option<Mirror>>,
     pub(crate) metrics: Arc<Metrics>,
     /// The `route` label of each route, by index; then [`metrics::NO_ROUTE`].
-    pub(crate) route_labels: Vec<Arc<String>>,
+    pub(crate) route_labels: Vec<Arc<RouteMetrics>>,
     /// The response cache, when a route sets `cache = true`.
     pub(crate) cache: Option<Arc<Cache>>,
     /// Each route's SSR fragment fetcher, by route index (`None`: the
@@ -60,6 +62,20 @@ pub struct Proxy {
     pub(crate) fetchers: Vec<Option<Arc<ProxyFetcher>>>,
     /// Counts SSR fragment outcomes into `metrics`.
     pub(crate) ssr_observer: Arc<crate::ssr::MetricsObserver>,
+    /// Weir's `Via` entries (`via_pseudonym`), made once.
+    pub(crate) via: Via,
+}
+
+/// A downstream connection's peer, as every request on it sees it: worked
+/// out once per connection ([`Proxy::downstream`]).
+#[derive(Debug, Clone)]
+pub struct Downstream {
+    /// The TCP peer.
+    pub addr: SocketAddr,
+    /// Its address as `X-Forwarded-For` writes it.
+    pub peer: PeerAddr,
+    /// Whether it is one of `trusted_proxies`.
+    pub trusted: bool,
 }
 
 impl Proxy {
@@ -68,31 +84,36 @@ impl Proxy {
     /// # Errors
     /// [`ProxyError::UnresolvedEmbedded`] if an upstream is still `Embedded`.
     pub fn new(config: &Config) -> Result<Arc<Proxy>, ProxyError> {
-        let upstreams: Vec<ResolvedUpstream> = config
+        let urls: Vec<(String, UpstreamUrl)> = config
             .upstreams
             .iter()
             .map(|u| match &u.target {
-                UpstreamTarget::Url(url) => Ok(ResolvedUpstream {
-                    name: u.name.clone(),
-                    url: url.clone(),
-                }),
+                UpstreamTarget::Url(url) => Ok((u.name.clone(), url.clone())),
                 UpstreamTarget::Embedded { .. } => Err(ProxyError::UnresolvedEmbedded {
                     name: u.name.clone(),
                 }),
             })
-            .collect::<Result<Vec<ResolvedUpstream>, _>>()?;
+            .collect::<Result<_, _>>()?;
         let client = UpstreamClient::new(&config.client);
-        let authorities = upstreams
+        let authorities = urls
             .iter()
-            .map(|u| u.url.authority.to_string())
+            .map(|(_, url)| url.authority.to_string())
             .collect();
         let metrics = Arc::new(Metrics::new(Arc::clone(client.connections()), authorities));
+        let upstreams: Vec<ResolvedUpstream> = urls
+            .into_iter()
+            .map(|(name, url)| ResolvedUpstream {
+                in_flight: metrics.in_flight_gauge(url.authority.as_str()),
+                name,
+                url,
+            })
+            .collect();
         let route_labels = config
             .routes
             .iter()
             .map(|r| metrics::route_label(r.host.as_deref(), &r.path_prefix))
             .chain([metrics::NO_ROUTE.to_owned()])
-            .map(Arc::new)
+            .map(|label| Arc::new(RouteMetrics::new(label)))
             .collect();
         let mirrors = mirrors(config, &upstreams, &metrics);
         let cache = config
@@ -113,6 +134,7 @@ impl Proxy {
             route_labels,
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
+            via: Via::new(&config.server.via_pseudonym),
         }))
     }
 
@@ -127,7 +149,7 @@ impl Proxy {
     }
 
     /// The `route` label of route `index`, or of no route.
-    pub(crate) fn route_label(&self, index: Option<usize>) -> Arc<String> {
+    pub(crate) fn route_label(&self, index: Option<usize>) -> Arc<RouteMetrics> {
         let last = self.route_labels.len() - 1;
         Arc::clone(&self.route_labels[index.map_or(last, |i| i.min(last))])
     }
@@ -138,12 +160,24 @@ impl Proxy {
         self.shutdown_cut.store(true, Ordering::Relaxed);
     }
 
-    /// The downstream peer as `X-Forwarded-*` describe it: `peer`'s
-    /// address, whether it is trusted, and the host the client asked for.
-    pub(crate) fn forwarded_peer<'a>(&self, peer: SocketAddr, host: Option<&'a str>) -> Peer<'a> {
+    /// What every request of a connection from `addr` needs of its peer.
+    pub fn downstream(&self, addr: SocketAddr) -> Downstream {
+        Downstream {
+            addr,
+            peer: PeerAddr::new(addr.ip()),
+            trusted: self.is_trusted(addr),
+        }
+    }
+
+    /// The downstream peer as `X-Forwarded-*` describe it: the
+    /// connection's peer, and the host the client asked for.
+    pub(crate) fn forwarded_peer<'a>(
+        downstream: &'a Downstream,
+        host: Option<&'a str>,
+    ) -> Peer<'a> {
         Peer {
-            ip: peer.ip(),
-            trusted: self.is_trusted(peer),
+            addr: &downstream.peer,
+            trusted: downstream.trusted,
             proto: "http",
             host,
         }
@@ -204,7 +238,7 @@ fn fetchers(
                 client.clone(),
                 allowed,
                 config.server.body_idle_timeout,
-                &config.server.via_pseudonym,
+                Via::new(&config.server.via_pseudonym),
                 cache.filter(|_| s.cache_fragments).cloned(),
             )))
         })

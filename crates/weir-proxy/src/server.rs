@@ -141,9 +141,11 @@ impl Server {
                 () = &mut shutdown => break,
             };
             let proxy = self.proxy.clone();
+            let downstream = Arc::new(proxy.downstream(peer));
             let service = service_fn(move |req| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(req, peer).await) }
+                let downstream = Arc::clone(&downstream);
+                async move { Ok::<_, Infallible>(proxy.handle(req, &downstream).await) }
             });
             let io = TokioIo::new(DownstreamIo::new(
                 stream,

@@ -39,7 +39,7 @@ pub struct ProxyFetcher {
     client: UpstreamClient,
     upstreams: Arc<[UpstreamUrl]>,
     body_idle_timeout: Duration,
-    via_pseudonym: Arc<str>,
+    via: headers::Via,
     cache: Option<Arc<Cache>>,
 }
 
@@ -51,14 +51,14 @@ impl ProxyFetcher {
         client: UpstreamClient,
         upstreams: Arc<[UpstreamUrl]>,
         body_idle_timeout: Duration,
-        via_pseudonym: &str,
+        via: headers::Via,
         cache: Option<Arc<Cache>>,
     ) -> ProxyFetcher {
         ProxyFetcher {
             client,
             upstreams,
             body_idle_timeout,
-            via_pseudonym: via_pseudonym.into(),
+            via,
             cache,
         }
     }
@@ -155,7 +155,7 @@ impl ProxyFetcher {
                     Arc::clone(cache),
                     self.client.clone(),
                     get(uri, headers),
-                    Arc::clone(&self.via_pseudonym),
+                    self.via.clone(),
                     self.body_idle_timeout,
                     None,
                 );
@@ -184,7 +184,7 @@ impl ProxyFetcher {
             reason: e.to_string(),
         })?;
         let (mut parts, body) = resp.into_parts();
-        crate::headers::response_head(&mut parts, &self.via_pseudonym).map_err(|what| {
+        crate::headers::response_head(&mut parts, &self.via).map_err(|what| {
             FetchError::Upstream {
                 reason: format!("upstream sent {what}"),
             }
@@ -245,7 +245,7 @@ pub fn fragment_headers(
     spec: &SsrSpec,
     peer: Peer<'_>,
     version: Version,
-    via_pseudonym: &str,
+    via: &headers::Via,
 ) -> HeaderMap {
     let mut out = HeaderMap::new();
     let copy = |out: &mut HeaderMap, name: &HeaderName| {
@@ -275,7 +275,7 @@ pub fn fragment_headers(
         }
     }
     headers::set_forwarded(&mut out, peer);
-    headers::append_via(&mut out, version, via_pseudonym);
+    via.append(&mut out, version);
     out
 }
 
@@ -368,7 +368,7 @@ mod tests {
             client,
             vec![up("127.0.0.1:8081"), up("frags.internal")].into(),
             Duration::from_secs(1),
-            "weir",
+            headers::Via::new("weir"),
             None,
         )
     }

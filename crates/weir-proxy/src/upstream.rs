@@ -136,16 +136,16 @@ impl UpstreamClient {
         &self,
         req: Request<RequestBody>,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let authority = req
-            .uri()
-            .authority()
-            .map_or_else(String::new, |a| a.to_string());
+        // For the error message only: an `Authority` clone shares the
+        // config's bytes, where its text would be an allocation per request.
+        let authority = req.uri().authority().cloned();
+        let authority = move || authority.map_or_else(String::new, |a| a.to_string());
         let deadline = self.response_header_timeout;
         match tokio::time::timeout(deadline, self.client.request(req)).await {
             Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(self.classify(&e, authority)),
+            Ok(Err(e)) => Err(self.classify(&e, authority())),
             Err(_) => Err(UpstreamError::ResponseHeaderTimeout {
-                authority,
+                authority: authority(),
                 ms: deadline.as_millis() as u64,
             }),
         }

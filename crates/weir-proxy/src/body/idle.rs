@@ -37,7 +37,9 @@ pub struct BodyIdleTimeout {
 pub struct IdleTimeout<S> {
     inner: S,
     timeout: Duration,
-    sleep: Pin<Box<Sleep>>,
+    /// Made at the first wait: a body that is always ready (a small one
+    /// that came with its head) never allocates a timer.
+    sleep: Option<Pin<Box<Sleep>>>,
     waiting: bool,
 }
 
@@ -47,7 +49,7 @@ impl<S> IdleTimeout<S> {
         IdleTimeout {
             inner,
             timeout,
-            sleep: Box::pin(tokio::time::sleep(timeout)),
+            sleep: None,
             waiting: false,
         }
     }
@@ -64,9 +66,16 @@ impl<S: Source + Unpin> Source for IdleTimeout<S> {
             Poll::Pending => {
                 if !this.waiting {
                     this.waiting = true;
-                    this.sleep.as_mut().reset(Instant::now() + this.timeout);
+                    let deadline = Instant::now() + this.timeout;
+                    match &mut this.sleep {
+                        Some(sleep) => sleep.as_mut().reset(deadline),
+                        None => this.sleep = Some(Box::pin(tokio::time::sleep_until(deadline))),
+                    }
                 }
-                match this.sleep.as_mut().poll(cx) {
+                let Some(sleep) = this.sleep.as_mut() else {
+                    return Poll::Pending; // set just above
+                };
+                match sleep.as_mut().poll(cx) {
                     Poll::Ready(()) => {
                         Poll::Ready(Some(Err(StreamError::failed(BodyIdleTimeout {
                             ms: this.timeout.as_millis() as u64,

@@ -79,14 +79,14 @@ impl Revalidation {
     /// as a bodiless `GET`) with the entry's validators, through `client`
     /// from a task of its own, and finishes with its answer (see
     /// [`Revalidation::finish`]; the answer's head goes through the
-    /// response head filter first, with `via_pseudonym`). `in_flight`, if
+    /// response head filter first, with `via`). `in_flight`, if
     /// given, is held until then.
     pub fn spawn(
         self,
         cache: Arc<Cache>,
         client: UpstreamClient,
         mut req: Request<RequestBody>,
-        via_pseudonym: Arc<str>,
+        via: crate::headers::Via,
         body_idle_timeout: Duration,
         in_flight: Option<InFlight>,
     ) {
@@ -95,7 +95,7 @@ impl Revalidation {
             let answer = match client.send(req).await {
                 Ok(resp) => {
                     let (mut parts, body) = resp.into_parts();
-                    crate::headers::response_head(&mut parts, &via_pseudonym)
+                    crate::headers::response_head(&mut parts, &via)
                         .map(|()| Response::from_parts(parts, body))
                         .map_err(|what| format!("upstream sent {what}"))
                 }

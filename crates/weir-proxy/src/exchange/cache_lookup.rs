@@ -57,14 +57,12 @@ impl Exchange<'_> {
         parts.headers.remove(header::TRANSFER_ENCODING);
         let upstream_req = Request::from_parts(parts, Either::Right(Empty::new()));
         let proxy = self.proxy;
-        let in_flight = proxy
-            .metrics
-            .upstream_request(self.target.upstream.url.authority.as_str());
+        let in_flight = crate::metrics::InFlight::hold(&self.target.upstream.in_flight);
         revalidation.spawn(
             Arc::clone(cache),
             proxy.client.clone(),
             upstream_req,
-            Arc::from(proxy.settings.via_pseudonym.as_str()),
+            proxy.via.clone(),
             proxy.settings.body_idle_timeout,
             Some(in_flight),
         );

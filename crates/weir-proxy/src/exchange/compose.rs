@@ -12,7 +12,6 @@ use super::context::Exchange;
 use super::local::Local;
 use super::ssr_hook::SsrHook;
 use crate::body::response::{ResponseBody, ResponseSource};
-use crate::headers;
 use crate::outcome::Outcome;
 
 impl Exchange<'_> {
@@ -51,11 +50,7 @@ impl Exchange<'_> {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/html; charset=utf-8"),
         );
-        headers::append_via(
-            &mut parts.headers,
-            Version::HTTP_11,
-            &self.proxy.settings.via_pseudonym,
-        );
+        self.proxy.via.append(&mut parts.headers, Version::HTTP_11);
         let template = ResponseSource::Local(once(file.bytes.clone()));
         match self
             .compose(&ssr, &mut parts, template, false, base.to_string())

@@ -1,6 +1,5 @@
 //! The per-request context: what every phase after routing shares.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{HeaderMap, Method, Request, Response, header};
@@ -11,7 +10,7 @@ use super::request::Target;
 use super::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::body::response::ResponseBody;
-use crate::proxy::Proxy;
+use crate::proxy::{Downstream, Proxy};
 
 /// What planning a route's response transforms needs of the client's
 /// request: its method and `Accept-Encoding` fields.
@@ -38,7 +37,8 @@ impl TransformAsk {
 #[derive(Debug)]
 pub(crate) struct Exchange<'p> {
     pub(crate) proxy: &'p Proxy,
-    pub(crate) peer: SocketAddr,
+    /// The connection's peer.
+    pub(crate) downstream: &'p Downstream,
     /// The access log line, filled in as the phases learn things.
     pub(crate) record: AccessRecord,
     /// A `HEAD`: the response gets a head and no body.
@@ -59,7 +59,7 @@ impl<'p> Exchange<'p> {
         proxy: &'p Proxy,
         target: Target<'p>,
         req: &Request<B>,
-        peer: SocketAddr,
+        downstream: &'p Downstream,
         mut record: AccessRecord,
     ) -> Self {
         record.upstream = Some(target.upstream.name.clone());
@@ -68,7 +68,7 @@ impl<'p> Exchange<'p> {
             proxy.route_label(Some(target.route.index)),
         );
         let transforms = (!target.route.transforms.is_empty()).then(|| TransformAsk::of(req));
-        let ssr = SsrHook::new(proxy, &target, req, peer);
+        let ssr = SsrHook::new(proxy, &target, req, downstream);
         let cache = proxy
             .cache
             .as_ref()
@@ -76,7 +76,7 @@ impl<'p> Exchange<'p> {
             .map(CacheHook::new);
         Exchange {
             proxy,
-            peer,
+            downstream,
             record,
             head_only: req.method() == Method::HEAD,
             target,

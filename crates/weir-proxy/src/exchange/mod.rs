@@ -36,7 +36,6 @@ pub(crate) mod ssr_hook;
 pub(crate) mod upstream_request;
 pub(crate) mod upstream_response;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{Method, Request, Response};
@@ -47,20 +46,24 @@ use self::sent::Sent;
 use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::body::response::ResponseBody;
-use crate::proxy::Proxy;
+use crate::proxy::{Downstream, Proxy};
 
 impl Proxy {
-    /// Handles one request from `peer`. Never fails: every error becomes a
+    /// Handles one request from `downstream`. Never fails: every error becomes a
     /// response (4xx/5xx) and an access log line.
-    pub async fn handle(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<ResponseBody> {
-        let mut record = AccessRecord::new(&req, peer, Arc::clone(&self.shutdown_cut));
+    pub async fn handle(
+        &self,
+        req: Request<Incoming>,
+        downstream: &Downstream,
+    ) -> Response<ResponseBody> {
+        let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.count_into(Arc::clone(&self.metrics), self.route_label(None));
         let head_only = req.method() == Method::HEAD;
         let routed = request::filter(&req)
             .and_then(|()| request::route(&self.routes, &self.upstreams, &req));
         match routed {
             Ok(target) => {
-                Exchange::new(self, target, &req, peer, record)
+                Exchange::new(self, target, &req, downstream, record)
                     .run(req)
                     .await
             }

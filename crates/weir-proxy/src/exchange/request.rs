@@ -167,6 +167,7 @@ upstream = "api"
                 ResolvedUpstream {
                     name: u.name.clone(),
                     url: url.clone(),
+                    in_flight: Default::default(),
                 }
             })
             .collect();

@@ -10,6 +10,7 @@ use super::local::Local;
 use super::sent::Sent;
 use crate::access_log::ClientBodyFailure;
 use crate::body::request::RequestBody;
+use crate::metrics::InFlight;
 use crate::outcome::Outcome;
 use crate::upstream::UpstreamError;
 
@@ -21,9 +22,8 @@ impl Exchange<'_> {
         if let Some(cache) = &self.cache {
             cache.prepare(req.headers_mut());
         }
-        let authority = self.target.upstream.url.authority.as_str();
         self.record
-            .hold_in_flight(self.proxy.metrics.upstream_request(authority));
+            .hold_in_flight(InFlight::hold(&self.target.upstream.in_flight));
         let sent = self.proxy.client.send(req).await;
         match &mut self.cache {
             Some(cache) => cache.after_send(sent),

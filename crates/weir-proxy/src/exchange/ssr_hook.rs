@@ -8,14 +8,13 @@
 //!   (`text/html`, and `X-Weir-Template: 1` unless `detect = "html"`) is
 //!   composed; the primary fragment's status and fields become the page's.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{HeaderMap, Request};
 
 use super::request::Target;
 use crate::config::SsrSpec;
-use crate::proxy::Proxy;
+use crate::proxy::{Downstream, Proxy};
 use crate::ssr::ProxyFetcher;
 
 /// What composing a route's templates needs, kept from the client's
@@ -36,16 +35,16 @@ impl<'p> SsrHook<'p> {
         proxy: &'p Proxy,
         target: &Target<'p>,
         req: &Request<B>,
-        peer: SocketAddr,
+        downstream: &Downstream,
     ) -> Option<Self> {
         let spec = target.route.ssr.as_ref()?;
         let fetcher = proxy.fetchers.get(target.route.index)?.clone()?;
         let headers = crate::ssr::fragment_headers(
             req.headers(),
             spec,
-            proxy.forwarded_peer(peer, target.client_host.as_deref()),
+            Proxy::forwarded_peer(downstream, target.client_host.as_deref()),
             req.version(),
-            &proxy.settings.via_pseudonym,
+            &proxy.via,
         );
         Some(SsrHook {
             spec,

@@ -18,6 +18,7 @@ use crate::body::request::{RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
 use crate::headers;
+use crate::proxy::Proxy;
 
 impl Exchange<'_> {
     /// The upstream request: [`Exchange::upstream_head`], then the body:
@@ -119,10 +120,9 @@ impl Exchange<'_> {
         }
         headers::set_forwarded(
             headers,
-            self.proxy
-                .forwarded_peer(self.peer, target.client_host.as_deref()),
+            Proxy::forwarded_peer(self.downstream, target.client_host.as_deref()),
         );
-        headers::append_via(headers, received, &self.proxy.settings.via_pseudonym);
+        self.proxy.via.append(headers, received);
         if target.route.transforms.reads_content() || target.route.ssr.is_some() {
             // html-rewrite and msgpack-json read the body: ask for it unencoded
             // (RFC 9110 §12.5.3). `compress`, if listed, encodes it afterwards.
@@ -215,7 +215,8 @@ transforms = ["html-rewrite"]
         let peer: SocketAddr = peer.parse().expect("peer");
         let target = request::route(&proxy.routes, &proxy.upstreams, &req).expect("routed");
         let record = AccessRecord::new(&req, peer, Arc::new(AtomicBool::new(false)));
-        let exchange = Exchange::new(&proxy, target, &req, peer, record);
+        let downstream = proxy.downstream(peer);
+        let exchange = Exchange::new(&proxy, target, &req, &downstream, record);
         let (mut parts, ()) = req.into_parts();
         exchange.upstream_head(&mut parts).expect("valid head");
         parts

@@ -26,7 +26,7 @@ impl Exchange<'_> {
     ) -> Response<ResponseBody> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;
-        if let Err(what) = headers::response_head(&mut parts, &self.proxy.settings.via_pseudonym) {
+        if let Err(what) = headers::response_head(&mut parts, &self.proxy.via) {
             tracing::warn!(target: "weir::proxy", upstream = %self.target.upstream.name, "upstream sent {what}");
             self.record.reason = Some(format!("upstream sent {what}"));
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));

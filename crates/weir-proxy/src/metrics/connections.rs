@@ -20,6 +20,16 @@ pub struct InFlight {
     pub(super) gauge: Gauge,
 }
 
+impl InFlight {
+    /// Counts one more request in `gauge` until the guard is dropped.
+    pub fn hold(gauge: &Gauge) -> InFlight {
+        gauge.inc();
+        InFlight {
+            gauge: gauge.clone(),
+        }
+    }
+}
+
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.gauge.dec();

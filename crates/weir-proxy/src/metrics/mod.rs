@@ -66,11 +66,42 @@ pub use labels::{
 use crate::counted::ConnectionCounts;
 use crate::outcome::{MirrorOutcome, Outcome};
 
+/// A route's `route` label and its per-route samples, found once (at the
+/// route's first request, as the samples appear) and kept.
+#[derive(Debug)]
+pub struct RouteMetrics {
+    label: Arc<String>,
+    samples: std::sync::OnceLock<RouteSamples>,
+}
+
+#[derive(Debug)]
+struct RouteSamples {
+    duration: Histogram,
+    bytes_in: Counter,
+    bytes_out: Counter,
+}
+
+impl RouteMetrics {
+    /// The metrics of the route labelled `label` ([`route_label`], or
+    /// [`NO_ROUTE`]).
+    pub fn new(label: String) -> RouteMetrics {
+        RouteMetrics {
+            label: Arc::new(label),
+            samples: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The label.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+}
+
 /// One finished request, as [`Metrics::record_request`] counts it.
 #[derive(Debug, Clone)]
 pub struct RequestSample<'a> {
-    /// The route label ([`route_label`], or [`NO_ROUTE`]).
-    pub route: &'a Arc<String>,
+    /// Its route's metrics.
+    pub route: &'a RouteMetrics,
     /// The status sent to the client; `0` when the client left before any
     /// response head was sent.
     pub status: u16,
@@ -280,34 +311,48 @@ impl Metrics {
     /// Counts one finished request. Called once per request, by the access
     /// log record.
     pub fn record_request(&self, s: &RequestSample<'_>) {
-        let route = RouteLabels {
-            route: Arc::clone(s.route),
-        };
+        let route = s.route;
         self.requests
             .get_or_create(&RequestLabels {
-                route: Arc::clone(s.route),
+                route: Arc::clone(&route.label),
                 status: s.status,
                 outcome: s.outcome.as_str(),
             })
             .inc();
-        self.duration
-            .get_or_create(&route)
-            .observe(s.duration.as_secs_f64());
-        self.bytes_in.get_or_create(&route).inc_by(s.bytes_in);
-        self.bytes_out.get_or_create(&route).inc_by(s.bytes_out);
+        let samples = route.samples.get_or_init(|| {
+            let labels = RouteLabels {
+                route: Arc::clone(&route.label),
+            };
+            RouteSamples {
+                duration: self.duration.get_or_create_owned(&labels),
+                bytes_in: self.bytes_in.get_or_create_owned(&labels),
+                bytes_out: self.bytes_out.get_or_create_owned(&labels),
+            }
+        });
+        samples.duration.observe(s.duration.as_secs_f64());
+        samples.bytes_in.inc_by(s.bytes_in);
+        samples.bytes_out.inc_by(s.bytes_out);
         if s.outcome == Outcome::ClientAborted {
-            self.client_aborts.get_or_create(&route).inc();
+            self.client_aborts
+                .get_or_create(&RouteLabels {
+                    route: Arc::clone(&route.label),
+                })
+                .inc();
         }
     }
 
     /// Marks a request to `upstream` (its authority, `host:port`) as in
     /// flight until the returned guard is dropped (when its response ends).
     pub fn upstream_request(&self, upstream: &str) -> InFlight {
-        let gauge = self.in_flight.get_or_create_owned(&UpstreamLabels {
+        InFlight::hold(&self.in_flight_gauge(upstream))
+    }
+
+    /// The `weir_upstream_requests_in_flight` sample of `upstream`, to hold
+    /// requests with [`InFlight::hold`] without looking it up each time.
+    pub fn in_flight_gauge(&self, upstream: &str) -> Gauge {
+        self.in_flight.get_or_create_owned(&UpstreamLabels {
             upstream: upstream.to_owned(),
-        });
-        gauge.inc();
-        InFlight { gauge }
+        })
     }
 
     /// Counts a cache lookup.

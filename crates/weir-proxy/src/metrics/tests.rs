@@ -54,7 +54,7 @@ fn known_label_values_are_listed_at_zero_from_the_start() {
 #[test]
 fn a_request_is_counted_with_its_labels_bytes_and_duration() {
     let m = metrics();
-    let route = Arc::new(route_label(Some("example.com"), "/api"));
+    let route = RouteMetrics::new(route_label(Some("example.com"), "/api"));
     for (status, outcome) in [
         (200, Outcome::Ok),
         (200, Outcome::Ok),
