@@ -207,3 +207,66 @@ fn fixture_logo_is_a_small_png() {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"));
     assert!(png.len() < 20 * 1024, "{} bytes", png.len());
 }
+
+/// A small file is kept in memory after its first request, with the same
+/// head `ServeDir` gave it; an edit is served within the one-second recheck.
+#[tokio::test]
+async fn a_kept_small_file_is_the_same_answer_and_an_edit_shows_within_a_second() {
+    let root = std::env::temp_dir().join(format!("weir-origin-kept-{}", std::process::id()));
+    std::fs::create_dir_all(&root).expect("root");
+    let file = root.join("note.txt");
+    std::fs::write(&file, b"first version\n").expect("write");
+    let origin = weir_origin::spawn(
+        "127.0.0.1:0".parse().expect("addr"),
+        weir_origin::OriginConfig { root: root.clone() },
+    )
+    .await
+    .expect("origin");
+    let client = h1_client();
+    let first = get(&client, &url(&origin, "/note.txt")).await;
+    let first_head = first.headers().clone();
+    assert_eq!(read_body(first).await.data, &b"first version\n"[..]);
+    let second = get(&client, &url(&origin, "/note.txt")).await;
+    for name in [
+        "content-type",
+        "content-length",
+        "last-modified",
+        "etag",
+        "accept-ranges",
+    ] {
+        assert_eq!(
+            header(second.headers(), name),
+            header(&first_head, name),
+            "{name} of the kept answer"
+        );
+    }
+    assert_eq!(read_body(second).await.data, &b"first version\n"[..]);
+    // A HEAD from memory has the head and no body.
+    let head = send(
+        &client,
+        Request::head(url(&origin, "/note.txt"))
+            .body(Full::default())
+            .expect("request"),
+    )
+    .await;
+    assert_eq!(header(head.headers(), "content-length"), Some("14"));
+    assert!(read_body(head).await.data.is_empty());
+
+    std::fs::write(&file, b"second, longer version\n").expect("edit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let response = get(&client, &url(&origin, "/note.txt")).await;
+        let body = read_body(response).await.data;
+        if body == &b"second, longer version\n"[..] {
+            break;
+        }
+        assert_eq!(body, &b"first version\n"[..]);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the edit never showed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    origin.shutdown().await;
+    std::fs::remove_dir_all(&root).ok();
+}

@@ -8,6 +8,7 @@ pub(crate) mod abort;
 pub(crate) mod bytes;
 pub(crate) mod delay;
 pub(crate) mod echo;
+pub(crate) mod file_cache;
 pub(crate) mod files;
 pub(crate) mod fragment;
 pub(crate) mod page;
