@@ -257,7 +257,7 @@ async fn a_kept_small_file_is_the_same_answer_and_an_edit_shows_within_a_second(
     loop {
         let response = get(&client, &url(&origin, "/note.txt")).await;
         let body = read_body(response).await.data;
-        if body == &b"second, longer version\n"[..] {
+        if body == b"second, longer version\n"[..] {
             break;
         }
         assert_eq!(body, &b"first version\n"[..]);
