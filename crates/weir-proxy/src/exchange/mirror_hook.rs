@@ -63,10 +63,10 @@ impl Admitted<'_> {
     pub(crate) fn send(self, parts: &http::request::Parts, forward_path: &str, proxy: &Proxy) {
         let m = self.mirror;
         let body = match self.body {
-            Some(source) => Either::Left(SourceBody::new(pull(
+            Some(source) => Either::Left(Box::new(SourceBody::new(pull(
                 source,
                 BodyLog::off().then(RequestTally::new(Arc::default())),
-            ))),
+            )))),
             None => Either::Right(Empty::new()),
         };
         let mut req: Request<RequestBody> = Request::new(body);

@@ -69,7 +69,10 @@ impl Exchange<'_> {
                     None => BodyLog::off(),
                 };
                 let tally = RequestTally::new(self.record.counters().clone());
-                Either::Left(SourceBody::new(pull(source, body_log.then(tally))))
+                Either::Left(Box::new(SourceBody::new(pull(
+                    source,
+                    body_log.then(tally),
+                ))))
             }
             None => Either::Right(Empty::new()),
         };
