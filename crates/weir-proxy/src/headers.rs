@@ -20,7 +20,8 @@ use weir_http::{list, transfer_coding};
 
 /// Fields that are hop-by-hop whether or not `Connection` names them
 /// (RFC 9110 §7.6.1, plus the obsolete `Proxy-Connection` and `Keep-Alive`).
-const HOP_BY_HOP: [HeaderName; 6] = [
+/// `remove_hop_by_hop` reads the first three by position.
+static HOP_BY_HOP: [HeaderName; 6] = [
     header::CONNECTION,
     header::TE,
     header::TRANSFER_ENCODING,
@@ -54,9 +55,23 @@ pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-ho
 /// Returns whether the message carried `TE: trailers` (with a non-zero
 /// weight), so a request can forward just that.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
+    // One pass over the field names finds which of these are there: most
+    // messages carry none of them, or only `Connection`, and comparing a
+    // name costs far less than looking one up.
+    let mut present = [false; HOP_BY_HOP.len()];
+    let mut content_length = false;
+    for name in headers.keys() {
+        if let Some(k) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present[k] = true;
+        } else if name == header::CONTENT_LENGTH {
+            content_length = true;
+        }
+    }
+    let [connection, te, transfer_encoding, ..] = present;
+
+    if transfer_encoding {
         headers.remove(header::CONTENT_LENGTH);
-    } else {
+    } else if content_length {
         let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
         if let (Some(first), Some(_)) = (lengths.next(), lengths.next()) {
             // hyper has already refused differing values; keep one.
@@ -66,16 +81,20 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
     }
 
     // "trailers" takes no weight; a q of 0 would mean "not acceptable".
-    let te_trailers = transfer_coding::accepts_trailers(headers.get_all(header::TE));
+    let te_trailers = te && transfer_coding::accepts_trailers(headers.get_all(header::TE));
 
-    let named: Vec<HeaderName> = list::members_all(headers.get_all(header::CONNECTION))
-        .filter_map(|name| HeaderName::from_bytes(name).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    if connection {
+        let named: Vec<HeaderName> = list::members_all(headers.get_all(header::CONNECTION))
+            .filter_map(|name| HeaderName::from_bytes(name).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
     }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
+    for (name, there) in HOP_BY_HOP.iter().zip(present) {
+        if there {
+            headers.remove(name);
+        }
     }
     te_trailers
 }
@@ -84,7 +103,7 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
 /// routing, authentication or how the message is handled (RFC 9110
 /// §6.5.1), plus the hop-by-hop and forwarding fields Weir manages. Removed
 /// from request trailers, so a client cannot slip them past the header rules.
-const NOT_IN_TRAILERS: [HeaderName; 16] = [
+static NOT_IN_TRAILERS: [HeaderName; 16] = [
     header::CONNECTION,
     header::TE,
     header::TRANSFER_ENCODING,

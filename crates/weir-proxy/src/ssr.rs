@@ -38,6 +38,9 @@ const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 pub struct ProxyFetcher {
     client: UpstreamClient,
     upstreams: Arc<[UpstreamUrl]>,
+    /// Each upstream's host (lowercase, without IPv6 brackets) and port,
+    /// in the order of `upstreams`: what `src` URLs are matched against.
+    origins: Arc<[(String, u16)]>,
     body_idle_timeout: Duration,
     via: headers::Via,
     cache: Option<Arc<Cache>>,
@@ -54,9 +57,18 @@ impl ProxyFetcher {
         via: headers::Via,
         cache: Option<Arc<Cache>>,
     ) -> ProxyFetcher {
+        let origins = upstreams
+            .iter()
+            .map(|u| {
+                let a = &u.authority;
+                let host = a.host().trim_start_matches('[').trim_end_matches(']');
+                (host.to_ascii_lowercase(), a.port_u16().unwrap_or(80))
+            })
+            .collect();
         ProxyFetcher {
             client,
             upstreams,
+            origins,
             body_idle_timeout,
             via,
             cache,
@@ -66,14 +78,12 @@ impl ProxyFetcher {
     /// The upstream whose authority is `host:port` (host compared without
     /// case, the port defaulting to 80).
     fn upstream_for(&self, host: &str, port: u16) -> Option<&UpstreamUrl> {
-        self.upstreams.iter().find(|u| {
-            let a = &u.authority;
-            a.host()
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .eq_ignore_ascii_case(host.trim_start_matches('[').trim_end_matches(']'))
-                && a.port_u16().unwrap_or(80) == port
-        })
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let k = self
+            .origins
+            .iter()
+            .position(|(h, p)| *p == port && h.eq_ignore_ascii_case(host))?;
+        self.upstreams.get(k)
     }
 }
 
@@ -109,7 +119,11 @@ fn resolve_plain<'a>(base: &'a str, src: &str) -> Option<(String, &'a str, u16)>
     {
         return None;
     }
-    Some((format!("http://{authority}{src}"), host, port))
+    let mut url = String::with_capacity("http://".len() + authority.len() + src.len());
+    url.push_str("http://");
+    url.push_str(authority);
+    url.push_str(src);
+    Some((url, host, port))
 }
 
 impl Fetcher for ProxyFetcher {
@@ -159,6 +173,13 @@ impl Fetcher for ProxyFetcher {
             })?;
             // weir-ssr decodes gzip; nothing else is asked for.
             headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("gzip"));
+            // Host from the URL's authority, as the client pool would
+            // write it (RFC 9110 §7.2), without its formatting per request.
+            if let Some(authority) = uri.authority()
+                && let Ok(host) = HeaderValue::from_str(authority.as_str())
+            {
+                headers.insert(header::HOST, host);
+            }
             match this.cache.clone() {
                 Some(cache) => this.fetch_cached(&cache, uri, headers).await,
                 None => {
@@ -290,7 +311,8 @@ pub fn fragment_headers(
     version: Version,
     via: &headers::Via,
 ) -> HeaderMap {
-    let mut out = HeaderMap::new();
+    // Room for what is usually set below, so that building it does not grow.
+    let mut out = HeaderMap::with_capacity(12);
     let copy = |out: &mut HeaderMap, name: &HeaderName| {
         for v in client.get_all(name) {
             out.append(name.clone(), v.clone());

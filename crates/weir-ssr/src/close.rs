@@ -17,18 +17,41 @@
 //! done), then closes the open elements, innermost first (only with
 //! `close_open_elements`).
 
+use bytes::Bytes;
+
 /// Most open elements tracked; deeper ones are not closed.
 const MAX_DEPTH: usize = 256;
 /// Longest tag name kept, in bytes (longer names are cut: still matched).
 const MAX_NAME: usize = 32;
 
-const VOID: [&[u8]; 14] = [
-    b"area", b"base", b"br", b"col", b"embed", b"hr", b"img", b"input", b"link", b"meta", b"param",
-    b"source", b"track", b"wbr",
-];
+/// Void elements (HTML §13.1.2): they have no end tag and open nothing.
+fn is_void(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"area"
+            | b"base"
+            | b"br"
+            | b"col"
+            | b"embed"
+            | b"hr"
+            | b"img"
+            | b"input"
+            | b"link"
+            | b"meta"
+            | b"param"
+            | b"source"
+            | b"track"
+            | b"wbr"
+    )
+}
 
 /// Start tags that close an open element of the same kind at the top.
-const SIBLINGS: [&[u8]; 8] = [b"li", b"p", b"dt", b"dd", b"option", b"tr", b"td", b"th"];
+fn closes_sibling(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"li" | b"p" | b"dt" | b"dd" | b"option" | b"tr" | b"td" | b"th"
+    )
+}
 
 /// A tag name, lowercased, cut at [`MAX_NAME`] bytes: kept inline, so
 /// tracking tags allocates nothing.
@@ -92,11 +115,18 @@ enum Mode {
     },
 }
 
+/// Most bytes [`OpenElements::hold`] keeps unread, in bytes: a fragment
+/// that ends whole under this size is never scanned.
+const HOLD_BYTES: usize = 16 * 1024;
+
 /// Tracks the elements opened and not yet closed.
 #[derive(Debug)]
 pub(crate) struct OpenElements {
     stack: Vec<Name>,
     mode: Mode,
+    /// Chunks taken by `hold` and not yet fed, and their length in bytes.
+    held: Vec<Bytes>,
+    held_bytes: usize,
 }
 
 impl OpenElements {
@@ -104,7 +134,33 @@ impl OpenElements {
         OpenElements {
             stack: Vec::new(),
             mode: Mode::Text,
+            held: Vec::new(),
+            held_bytes: 0,
         }
+    }
+
+    /// Takes the next chunk of the fragment, to be read later.
+    ///
+    /// What a fragment left open matters only when it is cut, and most
+    /// fragments end whole and small. So a chunk is held (a reference
+    /// count, no copy) and fed only once more than [`HOLD_BYTES`] are
+    /// held, or when [`OpenElements::closing`] asks; the result is the
+    /// same as feeding every chunk at once.
+    pub(crate) fn hold(&mut self, chunk: &Bytes) {
+        self.held_bytes += chunk.len();
+        self.held.push(chunk.clone());
+        if self.held_bytes > HOLD_BYTES {
+            self.feed_held();
+        }
+    }
+
+    fn feed_held(&mut self) {
+        let mut held = std::mem::take(&mut self.held);
+        for chunk in held.drain(..) {
+            self.feed(&chunk);
+        }
+        self.held = held;
+        self.held_bytes = 0;
     }
 
     /// Looks at the next bytes of the fragment.
@@ -129,6 +185,24 @@ impl OpenElements {
                         end: false,
                     };
                     continue;
+                }
+                Mode::TagOpen { name, .. } => {
+                    // The tag's name: a letter, then letters, digits, `-`
+                    // and `:`; the byte after it goes through `step`.
+                    let mut n = 0;
+                    for &b in rest {
+                        let name_byte = b.is_ascii_alphabetic()
+                            || (!name.is_empty() && (b.is_ascii_digit() || b == b'-' || b == b':'));
+                        if !name_byte {
+                            break;
+                        }
+                        name.push(b.to_ascii_lowercase());
+                        n += 1;
+                    }
+                    i += n;
+                    if n == rest.len() {
+                        return;
+                    }
                 }
                 Mode::InTag { quote: Some(q), .. } => {
                     // An attribute value: nothing in it counts but its quote.
@@ -292,14 +366,13 @@ impl OpenElements {
             }
             return Mode::Text;
         }
-        if self_closing || VOID.contains(&name.as_slice()) {
+        if self_closing || is_void(name.as_slice()) {
             return Mode::Text;
         }
         if name.as_slice() == b"script" || name.as_slice() == b"style" {
             return Mode::RawText { name, matched: 0 };
         }
-        if SIBLINGS.contains(&name.as_slice()) && self.stack.last().is_some_and(|top| *top == name)
-        {
+        if closes_sibling(name.as_slice()) && self.stack.last().is_some_and(|top| *top == name) {
             self.stack.pop();
         }
         if self.stack.len() < MAX_DEPTH {
@@ -312,6 +385,7 @@ impl OpenElements {
     /// value, a tag, a comment, script text); with `elements`, then the end
     /// tags of the open elements, innermost first.
     pub(crate) fn closing(mut self, elements: bool) -> Vec<u8> {
+        self.feed_held();
         let mut out = Vec::new();
         match std::mem::replace(&mut self.mode, Mode::Text) {
             Mode::Text => {}
@@ -473,6 +547,27 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(&text)
             );
+        }
+    }
+
+    /// Held chunks give the same closing as fed ones, whether the
+    /// fragment stays under the hold size or goes past it.
+    #[test]
+    fn held_chunks_close_as_fed_ones() {
+        let small = ["<div><p title=\"x", "y\">te", "xt<!-- a"];
+        let mut big: Vec<String> = vec!["<section>".to_owned()];
+        big.extend((0..800).map(|k| format!("<p>para {k} with some text</p>")));
+        big.push("<ul><li>open".to_owned());
+        assert!(big.iter().map(String::len).sum::<usize>() > HOLD_BYTES);
+        for parts in [small.map(str::to_owned).to_vec(), big] {
+            let mut fed = OpenElements::new();
+            let mut held = OpenElements::new();
+            for p in &parts {
+                fed.feed(p.as_bytes());
+                held.hold(&Bytes::copy_from_slice(p.as_bytes()));
+            }
+            assert!(held.held_bytes <= HOLD_BYTES);
+            assert_eq!(held.closing(true), fed.closing(true));
         }
     }
 }

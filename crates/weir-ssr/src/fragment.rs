@@ -369,7 +369,7 @@ async fn write(
     page_deadline: Instant,
 ) -> Result<(), StreamEnd> {
     for c in batch.chunks() {
-        tracker.feed(c);
+        tracker.hold(c);
     }
     let waited = Instant::now();
     job.writer.write(batch).await.map_err(|_| StreamEnd::Gone)?;

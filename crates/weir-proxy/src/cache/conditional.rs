@@ -14,7 +14,7 @@ use weir_http::etag::{self, EntityTag};
 
 /// The fields a `304` carries from the response it stands for (RFC 9110
 /// §15.4.5: those a `200` would have had; `Last-Modified` as well).
-const NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
+static NOT_MODIFIED_FIELDS: [HeaderName; 7] = [
     header::CACHE_CONTROL,
     header::CONTENT_LOCATION,
     header::DATE,
@@ -79,8 +79,8 @@ fn http_date(value: &http::HeaderValue) -> Option<SystemTime> {
 /// The fields of a `304` standing for a response with `stored` fields.
 pub(crate) fn not_modified_fields(stored: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::new();
-    for name in NOT_MODIFIED_FIELDS {
-        for v in stored.get_all(&name) {
+    for name in &NOT_MODIFIED_FIELDS {
+        for v in stored.get_all(name) {
             out.append(name.clone(), v.clone());
         }
     }

@@ -27,7 +27,7 @@ const MAX_DEPTH: usize = 10;
 const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
 
 /// The client's conditional and range fields, never forwarded to fragments.
-const NOT_FOR_FRAGMENTS: [HeaderName; 6] = [
+static NOT_FOR_FRAGMENTS: [HeaderName; 6] = [
     http::header::IF_NONE_MATCH,
     http::header::IF_MODIFIED_SINCE,
     http::header::IF_MATCH,
