@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
-use weir_proxy::config::{Config, HostHeader, UpstreamTarget, format_duration};
+use weir_proxy::config::{AccessLogTarget, Config, HostHeader, UpstreamTarget, format_duration};
+
+use crate::logging;
 
 /// The default config, embedded at build time.
 const DEFAULT_CONFIG: &str = include_str!("../../../config/weir.toml");
@@ -132,8 +134,13 @@ fn describe(config: &Config) -> String {
     let (s, c) = (&config.server, &config.client);
     let trusted: Vec<String> = s.trusted_proxies.iter().map(ToString::to_string).collect();
     out += &format!(
-        "server    workers={} trusted_proxies={} via_pseudonym={}\n",
+        "server    workers={} access_log={} trusted_proxies={} via_pseudonym={}\n",
         s.workers,
+        match &s.access_log {
+            AccessLogTarget::Stderr => "stderr".to_owned(),
+            AccessLogTarget::Off => "off".to_owned(),
+            AccessLogTarget::File(path) => path.display().to_string(),
+        },
         if trusted.is_empty() {
             "none".to_owned()
         } else {
@@ -158,8 +165,11 @@ fn describe(config: &Config) -> String {
 }
 
 /// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM.
-pub fn serve(path: Option<&Path>) -> anyhow::Result<()> {
+/// `weir serve`: logs are set up once the config says where the access
+/// log goes.
+pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> {
     let mut config = load(path)?;
+    let _log = log.init(&config.server.access_log)?;
     runtime(config.server.workers)?.block_on(async move {
         let mut origins: Vec<OriginHandle> = Vec::new();
         let mut starts = Vec::new();

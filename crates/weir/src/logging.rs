@@ -1,25 +1,101 @@
-//! Log setup: text or JSON lines on stderr, filtered by `--log-level` or `RUST_LOG`.
+//! Log setup: text or JSON lines on stderr, filtered by `--log-level` or
+//! `RUST_LOG`; the access log (target `weir::access`) with them, off, or
+//! in a file of its own (`[server] access_log`).
 
 use std::io::IsTerminal as _;
+use std::path::Path;
 
 use anyhow::Context as _;
-use tracing_subscriber::EnvFilter;
+use tracing::Metadata;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
+use tracing_subscriber::filter::{EnvFilter, FilterFn, Targets};
+use tracing_subscriber::layer::{Layer, SubscriberExt as _};
+use tracing_subscriber::util::SubscriberInitExt as _;
+use weir_proxy::config::AccessLogTarget;
 
 use crate::LogFormat;
 
-/// Installs the global subscriber.
-pub fn init(format: LogFormat, level: &str) -> anyhow::Result<()> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(env) if !env.is_empty() => EnvFilter::try_new(&env).context("invalid RUST_LOG")?,
-        _ => EnvFilter::try_new(level).with_context(|| format!("invalid --log-level {level:?}"))?,
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+/// The target of access log lines (`weir_proxy::access_log`).
+const ACCESS_TARGET: &str = "weir::access";
+
+/// Lines the access log file's writer thread may fall behind by before
+/// a request that logs waits for it (none is ever dropped).
+const ACCESS_FILE_BACKLOG_LINES: usize = 128_000;
+
+/// What `--log-format` and `--log-level` asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+/// Keeps the access log file's writer thread running; dropping it writes
+/// out what is queued.
+#[must_use = "the access log file is written only while the guard lives"]
+pub struct Guard(#[allow(dead_code)] Option<WorkerGuard>);
+
+impl Options {
+    /// Installs the global subscriber, with the access log sent to
+    /// `access`.
+    ///
+    /// Errors: a bad `--log-level` or `RUST_LOG`, or an access log file
+    /// that cannot be opened for appending.
+    pub fn init(&self, access: &AccessLogTarget) -> anyhow::Result<Guard> {
+        let filter = match std::env::var("RUST_LOG") {
+            Ok(env) if !env.is_empty() => EnvFilter::try_new(&env).context("invalid RUST_LOG")?,
+            _ => EnvFilter::try_new(&self.level)
+                .with_context(|| format!("invalid --log-level {:?}", self.level))?,
+        };
+        let with_access = *access == AccessLogTarget::Stderr;
+        let not_access =
+            FilterFn::new(move |m: &Metadata<'_>| with_access || m.target() != ACCESS_TARGET);
+        let stderr = self
+            .layer(std::io::stderr, std::io::stderr().is_terminal())
+            .with_filter(not_access)
+            .with_filter(filter);
+        let (file, guard) = match access {
+            AccessLogTarget::File(path) => {
+                let (writer, guard) = NonBlockingBuilder::default()
+                    .lossy(false)
+                    .buffered_lines_limit(ACCESS_FILE_BACKLOG_LINES)
+                    .thread_name("weir-access-log")
+                    .finish(open_append(path)?);
+                let only_access = Targets::new().with_target(ACCESS_TARGET, tracing::Level::INFO);
+                (
+                    Some(self.layer(writer, false).with_filter(only_access)),
+                    Some(guard),
+                )
+            }
+            AccessLogTarget::Stderr | AccessLogTarget::Off => (None, None),
+        };
+        tracing_subscriber::registry()
+            .with(stderr)
+            .with(file)
+            .try_init()
+            .context("cannot install the log subscriber")?;
+        Ok(Guard(guard))
     }
-    Ok(())
+
+    /// A formatting layer writing to `writer`, in the chosen format.
+    fn layer<S, W>(&self, writer: W, ansi: bool) -> Box<dyn Layer<S> + Send + Sync>
+    where
+        S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+        W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+    {
+        let layer = tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(ansi);
+        match self.format {
+            LogFormat::Text => Box::new(layer),
+            LogFormat::Json => Box::new(layer.json().flatten_event(true)),
+        }
+    }
+}
+
+fn open_append(path: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open the access log {}", path.display()))
 }

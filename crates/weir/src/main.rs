@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use weir_proxy::config::AccessLogTarget;
 
 /// Weir: a streaming HTTP reverse proxy and SSR edge server.
 #[derive(Debug, Parser)]
@@ -63,18 +64,21 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Err(e) = logging::init(cli.log_format, &cli.log_level) {
-        eprintln!("weir: {e:#}");
-        return ExitCode::from(2);
-    }
+    let log = logging::Options {
+        format: cli.log_format,
+        level: cli.log_level,
+    };
+    // `serve` sets up logging itself, once its config says where the
+    // access log goes; the others log to stderr only.
+    let stderr_log = || log.init(&AccessLogTarget::Stderr);
     let result = match cli.command {
-        Command::Check { config } => commands::check(&config),
-        Command::Serve { config } => commands::serve(config.as_deref()),
+        Command::Serve { config } => commands::serve(config.as_deref(), &log),
+        Command::Check { config } => stderr_log().and_then(|_log| commands::check(&config)),
         Command::Origin {
             listen,
             root,
             workers,
-        } => commands::origin(listen, root, workers),
+        } => stderr_log().and_then(|_log| commands::origin(listen, root, workers)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -201,3 +201,70 @@ fn shutdown_grace_bounds_how_long_in_flight_requests_may_run() {
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["outcome"], "shutdown");
 }
+
+/// `embedded_config` with `[server] access_log = value`.
+fn config_with_access_log(value: &str) -> String {
+    embedded_config().replace(
+        "[server]\n",
+        &format!("[server]\naccess_log = \"{value}\"\n"),
+    )
+}
+
+#[test]
+fn access_log_file_gets_every_line_and_stderr_none() {
+    let mut weir = WeirProcess::start(&config_with_access_log("access.log"));
+    let file = weir.log.with_file_name("access.log");
+    for i in 0..20 {
+        let out = curl(&["-o", "/dev/null", &weir.url(&format!("/bytes/{}", 100 + i))]);
+        assert!(out.status.success());
+    }
+    // Stopping writes out what the writer thread still has queued.
+    weir.signal("TERM");
+    assert!(weir.wait_exit(Duration::from_secs(15)).success());
+    let text = std::fs::read_to_string(&file).expect("access log file");
+    let lines = access_lines(&text);
+    assert_eq!(lines.len(), 20, "{text}");
+    assert_eq!(lines[0]["path"], "/bytes/100");
+    assert_eq!(lines[19]["bytes_out"], 119);
+    assert!(
+        text.lines().count() == 20,
+        "only access lines go to the file: {text}"
+    );
+    let stderr = weir.log_text();
+    assert!(access_lines(&stderr).is_empty(), "{stderr}");
+    assert!(
+        stderr.contains("listening"),
+        "the other logs stay on stderr: {stderr}"
+    );
+}
+
+#[test]
+fn access_log_off_writes_no_line() {
+    let weir = WeirProcess::start(&config_with_access_log("off"));
+    let out = curl(&["-o", "/dev/null", &weir.url("/bytes/10")]);
+    assert!(out.status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let stderr = weir.log_text();
+    assert!(access_lines(&stderr).is_empty(), "{stderr}");
+    assert!(stderr.contains("listening"), "{stderr}");
+}
+
+#[test]
+fn access_log_file_that_cannot_be_opened_stops_serve_with_its_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("weir.toml");
+    let config = config_with_access_log("no-such-dir/access.log")
+        .replace("{port}", &free_port().to_string());
+    std::fs::write(&path, config).expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run weir");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot open the access log") && err.contains("no-such-dir/access.log"),
+        "{err}"
+    );
+}

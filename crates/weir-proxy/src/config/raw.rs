@@ -69,6 +69,7 @@ pub(super) struct RawServer {
     pub trusted_proxies: Vec<Spanned<String>>,
     pub via_pseudonym: Spanned<String>,
     pub workers: Option<Spanned<i64>>,
+    pub access_log: Option<Spanned<String>>,
 }
 
 impl Default for RawServer {
@@ -80,6 +81,7 @@ impl Default for RawServer {
             trusted_proxies: Vec::new(),
             via_pseudonym: Spanned::new(0..0, "weir".to_owned()),
             workers: None,
+            access_log: None,
         }
     }
 }

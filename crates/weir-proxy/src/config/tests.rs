@@ -54,6 +54,39 @@ fn workers_default_to_the_cpus_and_take_1_to_1024() {
 }
 
 #[test]
+fn access_log_is_stderr_off_or_a_path_beside_the_config() {
+    let c = Config::parse(OK, "t", Path::new(".")).expect("valid");
+    assert_eq!(c.server.access_log, AccessLogTarget::Stderr);
+    for (value, want) in [
+        ("stderr", AccessLogTarget::Stderr),
+        ("off", AccessLogTarget::Off),
+        (
+            "logs/access.log",
+            AccessLogTarget::File("/etc/weir/logs/access.log".into()),
+        ),
+        (
+            "/var/log/weir.log",
+            AccessLogTarget::File("/var/log/weir.log".into()),
+        ),
+    ] {
+        let c = Config::parse(
+            &format!("[server]\naccess_log = \"{value}\"\n{OK}"),
+            "t",
+            Path::new("/etc/weir"),
+        )
+        .expect("valid");
+        assert_eq!(c.server.access_log, want, "{value}");
+    }
+    for bad in ["\"\"", "false", "1"] {
+        let e = err(&format!("[server]\naccess_log = {bad}\n{OK}"));
+        assert!(
+            e.starts_with("test.toml:2:") && e.contains("access_log"),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
 fn admin_on_a_public_address_needs_allow_public() {
     for addr in ["0.0.0.0:9901", "192.0.2.7:9901", "[::]:9901"] {
         let e = err(&format!("{OK}\n[admin]\naddress = \"{addr}\"\n"));

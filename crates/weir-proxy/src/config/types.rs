@@ -82,6 +82,26 @@ pub struct ServerSettings {
     /// 1..=[`MAX_WORKERS`]; default: the CPUs this process may run on, as
     /// `std::thread::available_parallelism` reports them).
     pub workers: usize,
+    /// Where the access log goes (`access_log`, default `"stderr"`).
+    pub access_log: AccessLogTarget,
+}
+
+/// Where the access log (the `weir::access` lines) goes: `[server]
+/// access_log`. Weir only produces the lines; the binary's log setup
+/// routes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLogTarget {
+    /// With the other logs on stderr, filtered by `--log-level` like them
+    /// (`"stderr"`, the default).
+    Stderr,
+    /// Nowhere (`"off"`): no line is formatted or written. Requests are
+    /// still counted in `/metrics`.
+    Off,
+    /// Appended to this file (any other value, relative to the config
+    /// file's directory), whatever `--log-level` says. A background thread
+    /// writes it, so a request never waits for the disk unless the
+    /// thread falls more than 128,000 lines behind.
+    File(PathBuf),
 }
 
 /// The largest `[server] workers` accepted.

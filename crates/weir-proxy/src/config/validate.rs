@@ -20,8 +20,8 @@ use super::raw::{RawAdmin, RawConfig, RawUpstream};
 use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
 use super::types::{
-    AdminSettings, ClientSettings, Config, MAX_WORKERS, RouteSpec, ServerSettings, Upstream,
-    UpstreamTarget, UpstreamUrl, default_workers,
+    AccessLogTarget, AdminSettings, ClientSettings, Config, MAX_WORKERS, RouteSpec, ServerSettings,
+    Upstream, UpstreamTarget, UpstreamUrl, default_workers,
 };
 
 /// The listener used when the file declares none.
@@ -98,6 +98,21 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                         ),
                     )
                 })?,
+        },
+        access_log: match &raw.server.access_log {
+            None => AccessLogTarget::Stderr,
+            Some(a) => match a.get_ref().as_str() {
+                "stderr" => AccessLogTarget::Stderr,
+                "off" => AccessLogTarget::Off,
+                "" => {
+                    return Err(errors.at(
+                        a.span(),
+                        "server.access_log",
+                        "empty: use \"stderr\", \"off\" or a file path",
+                    ));
+                }
+                path => AccessLogTarget::File(base_dir.join(path)),
+            },
         },
     };
 
