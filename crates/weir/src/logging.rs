@@ -35,17 +35,29 @@ pub struct Options {
 pub struct Guard(#[allow(dead_code)] Option<WorkerGuard>);
 
 impl Options {
+    /// Checks `--log-level` (or `RUST_LOG`) before anything runs, so that a
+    /// bad one is said first whatever else is wrong.
+    ///
+    /// Errors: the filter does not parse.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.filter().map(drop)
+    }
+
+    fn filter(&self) -> anyhow::Result<EnvFilter> {
+        match std::env::var("RUST_LOG") {
+            Ok(env) if !env.is_empty() => EnvFilter::try_new(&env).context("invalid RUST_LOG"),
+            _ => EnvFilter::try_new(&self.level)
+                .with_context(|| format!("invalid --log-level {:?}", self.level)),
+        }
+    }
+
     /// Installs the global subscriber, with the access log sent to
     /// `access`.
     ///
     /// Errors: a bad `--log-level` or `RUST_LOG`, or an access log file
     /// that cannot be opened for appending.
     pub fn init(&self, access: &AccessLogTarget) -> anyhow::Result<Guard> {
-        let filter = match std::env::var("RUST_LOG") {
-            Ok(env) if !env.is_empty() => EnvFilter::try_new(&env).context("invalid RUST_LOG")?,
-            _ => EnvFilter::try_new(&self.level)
-                .with_context(|| format!("invalid --log-level {:?}", self.level))?,
-        };
+        let filter = self.filter()?;
         let with_access = *access == AccessLogTarget::Stderr;
         let not_access =
             FilterFn::new(move |m: &Metadata<'_>| with_access || m.target() != ACCESS_TARGET);
@@ -59,7 +71,7 @@ impl Options {
                     .lossy(false)
                     .buffered_lines_limit(ACCESS_FILE_BACKLOG_LINES)
                     .thread_name("weir-access-log")
-                    .finish(open_append(path)?);
+                    .finish(AccessFile::open(path)?);
                 let only_access = Targets::new().with_target(ACCESS_TARGET, tracing::Level::INFO);
                 (
                     Some(self.layer(writer, false).with_filter(only_access)),
@@ -92,10 +104,70 @@ impl Options {
     }
 }
 
-fn open_append(path: &Path) -> anyhow::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open the access log {}", path.display()))
+/// The access log file, as its writer thread writes it: a failed write
+/// (disk full, a closed pipe) is said on stderr once, and its recovery
+/// once, instead of lines vanishing without a word.
+struct AccessFile {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    failing: bool,
+}
+
+impl AccessFile {
+    fn open(path: &Path) -> anyhow::Result<AccessFile> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| {
+                format!(
+                    "cannot open the access log {} (server.access_log)",
+                    path.display()
+                )
+            })?;
+        Ok(AccessFile {
+            file,
+            path: path.to_owned(),
+            failing: false,
+        })
+    }
+
+    /// Says a failed write on stderr, once until a write works again.
+    fn report<T>(&mut self, result: std::io::Result<T>, write: bool) -> std::io::Result<T> {
+        match &result {
+            Err(e) if !self.failing => {
+                self.failing = true;
+                eprintln!(
+                    "weir: cannot write the access log {}: {e}; its lines are lost until writes work again",
+                    self.path.display()
+                );
+            }
+            Ok(_) if write && self.failing => {
+                self.failing = false;
+                eprintln!(
+                    "weir: the access log {} is written again",
+                    self.path.display()
+                );
+            }
+            _ => {}
+        }
+        result
+    }
+}
+
+impl std::io::Write for AccessFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let result = self.file.write(buf);
+        self.report(result, true)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let result = self.file.write_all(buf);
+        self.report(result, true)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.file.flush();
+        self.report(result, false)
+    }
 }

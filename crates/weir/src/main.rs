@@ -68,6 +68,10 @@ fn main() -> ExitCode {
         format: cli.log_format,
         level: cli.log_level,
     };
+    if let Err(e) = log.check() {
+        eprintln!("weir: {e:#}");
+        return ExitCode::from(2);
+    }
     // `serve` sets up logging itself, once its config says where the
     // access log goes; the others log to stderr only.
     let stderr_log = || log.init(&AccessLogTarget::Stderr);

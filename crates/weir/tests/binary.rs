@@ -253,18 +253,75 @@ fn access_log_off_writes_no_line() {
 fn access_log_file_that_cannot_be_opened_stops_serve_with_its_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("weir.toml");
-    let config = config_with_access_log("no-such-dir/access.log")
-        .replace("{port}", &free_port().to_string());
-    std::fs::write(&path, config).expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .output()
-        .expect("run weir");
+    let run = |value: &str| {
+        let config = config_with_access_log(value).replace("{port}", &free_port().to_string());
+        std::fs::write(&path, config).expect("write config");
+        Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["serve", "--config"])
+            .arg(&path)
+            .output()
+            .expect("run weir")
+    };
+    // What the config can tell: file, line and key.
+    let out = run("no-such-dir/access.log");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("cannot open the access log") && err.contains("no-such-dir/access.log"),
+        err.contains("weir.toml:4:")
+            && err.contains("server.access_log")
+            && err.contains("no-such-dir"),
         "{err}"
     );
+    // What only opening can tell (a link to nowhere): the path and the key.
+    std::os::unix::fs::symlink(
+        "/nonexistent-weir-dir/a.log",
+        dir.path().join("dangling.log"),
+    )
+    .expect("symlink");
+    let out = run("dangling.log");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot open the access log")
+            && err.contains("dangling.log")
+            && err.contains("server.access_log"),
+        "{err}"
+    );
+}
+
+#[test]
+fn access_log_write_failures_are_said_on_stderr() {
+    let mut weir = WeirProcess::start(&config_with_access_log("/dev/full"));
+    let out = curl(&["-o", "/dev/null", &weir.url("/bytes/10")]);
+    assert!(
+        out.status.success(),
+        "requests go on when the log cannot be written"
+    );
+    weir.signal("TERM");
+    assert!(weir.wait_exit(Duration::from_secs(15)).success());
+    let stderr = weir.log_text();
+    assert_eq!(
+        stderr
+            .matches("cannot write the access log /dev/full")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_log_level_is_said_first_with_status_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args([
+            "--log-level",
+            "wat=[",
+            "serve",
+            "--config",
+            "/nonexistent/weir.toml",
+        ])
+        .output()
+        .expect("run weir");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid --log-level"), "{err}");
 }

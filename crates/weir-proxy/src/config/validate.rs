@@ -24,6 +24,43 @@ use super::types::{
     Upstream, UpstreamTarget, UpstreamUrl, default_workers,
 };
 
+/// `[server] access_log`: `"stderr"`, `"off"`, or a file path relative to
+/// `base_dir`. A path is refused when serve could not open it for sure (a
+/// directory, a missing parent directory), and so is anything that looks
+/// like a keyword but is not one (`"OFF"`, `" off"`), which would make a
+/// file of that name.
+fn access_log(value: &str, base_dir: &Path) -> Result<AccessLogTarget, String> {
+    match value {
+        "stderr" => return Ok(AccessLogTarget::Stderr),
+        "off" => return Ok(AccessLogTarget::Off),
+        "" => return Err("empty: use \"stderr\", \"off\" or a file path".to_owned()),
+        _ => {}
+    }
+    let word = value.trim();
+    if word.eq_ignore_ascii_case("stderr") || word.eq_ignore_ascii_case("off") {
+        return Err(format!(
+            "{value:?}: write \"{}\" exactly (it would be taken as a file name)",
+            word.to_ascii_lowercase()
+        ));
+    }
+    if word != value || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{value:?}: a file path with surrounding white space or control characters"
+        ));
+    }
+    let path = base_dir.join(value);
+    if path.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => Err(format!(
+            "the directory of {} does not exist",
+            path.display()
+        )),
+        _ => Ok(AccessLogTarget::File(path)),
+    }
+}
+
 /// The listener used when the file declares none.
 const DEFAULT_LISTENER: &str = "127.0.0.1:8080";
 
@@ -101,18 +138,8 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         },
         access_log: match &raw.server.access_log {
             None => AccessLogTarget::Stderr,
-            Some(a) => match a.get_ref().as_str() {
-                "stderr" => AccessLogTarget::Stderr,
-                "off" => AccessLogTarget::Off,
-                "" => {
-                    return Err(errors.at(
-                        a.span(),
-                        "server.access_log",
-                        "empty: use \"stderr\", \"off\" or a file path",
-                    ));
-                }
-                path => AccessLogTarget::File(base_dir.join(path)),
-            },
+            Some(a) => access_log(a.get_ref(), base_dir)
+                .map_err(|why| errors.at(a.span(), "server.access_log", why))?,
         },
     };
 
