@@ -11,18 +11,18 @@ use std::borrow::Cow;
 /// a backslash (`..%2f`, `..%5c`, `..\`) or a path parameter (`..;`):
 /// upstreams that decode those would see a `..` that routing never saw.
 pub fn normalize_path(path: &str) -> Option<Cow<'_, str>> {
-    // Without a `.` or a `%` no segment is or can decode to a dot segment:
-    // the common path, checked with one scan and no allocation.
-    if path.starts_with('/') && !path.bytes().any(|b| b == b'.' || b == b'%') {
-        return Some(Cow::Borrowed(path));
-    }
-    // With dots but nothing encoded, no `\` and no `;`, only a segment
-    // that is exactly `.` or `..` is one (`/app.js`, `/a.b/c`).
-    if path.starts_with('/')
-        && !path.bytes().any(|b| b == b'%' || b == b'\\' || b == b';')
-        && !path.split('/').any(|seg| seg == "." || seg == "..")
-    {
-        return Some(Cow::Borrowed(path));
+    // The common paths, borrowed without allocating: with nothing
+    // percent-encoded, no segment can decode to a dot segment; then without
+    // a `.` there is none, and without `\` or `;` to hide one behind, only
+    // a segment that is exactly `.` or `..` is one (`/app.js`, `/a.b/c`).
+    if path.starts_with('/') && !path.contains('%') {
+        let dotted = path.contains('.');
+        if !dotted
+            || (!path.contains(['\\', ';'])
+                && !path.split('/').any(|seg| seg == "." || seg == ".."))
+        {
+            return Some(Cow::Borrowed(path));
+        }
     }
     let normalized = remove_dot_segments(path)?;
     if hides_dot_segment(&normalized) {

@@ -32,7 +32,9 @@ pub struct Options {
 /// Keeps the access log file's writer thread running; dropping it writes
 /// out what is queued.
 #[must_use = "the access log file is written only while the guard lives"]
-pub struct Guard(#[allow(dead_code)] Option<WorkerGuard>);
+pub struct Guard {
+    _worker: Option<WorkerGuard>,
+}
 
 impl Options {
     /// Checks `--log-level` (or `RUST_LOG`) before anything runs, so that a
@@ -85,7 +87,7 @@ impl Options {
             .with(file)
             .try_init()
             .context("cannot install the log subscriber")?;
-        Ok(Guard(guard))
+        Ok(Guard { _worker: guard })
     }
 
     /// A formatting layer writing to `writer`, in the chosen format.

@@ -253,19 +253,20 @@ fn access_log_off_writes_no_line() {
 fn access_log_file_that_cannot_be_opened_stops_serve_with_its_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("weir.toml");
-    let run = |value: &str| {
+    // Serve with `value` must fail; its stderr.
+    let refused = |value: &str| {
         let config = config_with_access_log(value).replace("{port}", &free_port().to_string());
         std::fs::write(&path, config).expect("write config");
-        Command::new(env!("CARGO_BIN_EXE_weir"))
+        let out = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["serve", "--config"])
             .arg(&path)
             .output()
-            .expect("run weir")
+            .expect("run weir");
+        assert!(!out.status.success(), "{value} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
     };
     // What the config can tell: file, line and key.
-    let out = run("no-such-dir/access.log");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused("no-such-dir/access.log");
     assert!(
         err.contains("weir.toml:4:")
             && err.contains("server.access_log")
@@ -278,9 +279,7 @@ fn access_log_file_that_cannot_be_opened_stops_serve_with_its_path() {
         dir.path().join("dangling.log"),
     )
     .expect("symlink");
-    let out = run("dangling.log");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused("dangling.log");
     assert!(
         err.contains("cannot open the access log")
             && err.contains("dangling.log")
