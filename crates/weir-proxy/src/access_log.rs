@@ -68,6 +68,13 @@ pub struct AccessRecord {
     pub status: u16,
     /// The upstream's name, once routed.
     pub upstream: Option<String>,
+    /// The server of the last attempt (`host:port`).
+    pub server: Option<Arc<str>>,
+    /// Attempts made upstream (0: none).
+    pub attempts: u8,
+    /// The earlier attempts' servers and results, `host:port result`,
+    /// comma-separated; `None` when there was no retry.
+    pub retried: Option<String>,
     /// Why it failed, for failure outcomes.
     pub reason: Option<String>,
     counters: Arc<RequestCounters>,
@@ -91,6 +98,9 @@ impl AccessRecord {
             peer,
             status: 0,
             upstream: None,
+            server: None,
+            attempts: 0,
+            retried: None,
             reason: None,
             counters: Arc::new(RequestCounters::default()),
             shutdown_cut,
@@ -160,6 +170,9 @@ impl AccessRecord {
             bytes_out,
             duration_ms = duration.as_millis() as u64,
             upstream = self.upstream.as_deref().unwrap_or("-"),
+            server = self.server.as_deref().unwrap_or("-"),
+            attempts = self.attempts,
+            retried = self.retried.as_deref(),
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),

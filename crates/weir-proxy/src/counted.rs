@@ -1,5 +1,5 @@
-//! Live upstream connections, counted: a connector wrapper whose every
-//! connection holds a guard that decrements the count when the connection
+//! Live upstream connections, counted: every upstream socket is wrapped
+//! in a [`Counted`] that holds a guard that decrements the count when the connection
 //! is dropped (closed by either side, evicted from the pool, or abandoned
 //! half-read).
 //!
@@ -7,16 +7,13 @@
 //! not sampled from the OS, and it is exposed per upstream authority.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
-use http::Uri;
 use hyper::rt::{Read, ReadBufCursor, Write};
-use hyper_util::client::legacy::connect::{Connected, Connection};
 use pin_project_lite::pin_project;
 
 /// Live connection counts, per upstream authority (`host:port`) and in all.
@@ -52,27 +49,35 @@ impl ConnectionCounts {
         out
     }
 
-    fn guard(self: &Arc<Self>, authority: &str) -> ConnectionGuard {
-        let counter = {
-            let mut map = self
-                .by_authority
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(map.entry(authority.to_owned()).or_default())
-        };
-        counter.fetch_add(1, Ordering::AcqRel);
+    /// The live count of one authority, created at zero on first use.
+    pub(crate) fn counter(&self, authority: &str) -> Counter {
+        let mut map = self
+            .by_authority
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Counter(Arc::clone(map.entry(authority.to_owned()).or_default()))
+    }
+
+    /// Counts one new connection into `counter` and the totals, until the
+    /// guard is dropped.
+    pub(crate) fn guard(self: &Arc<Self>, counter: &Counter) -> ConnectionGuard {
+        counter.0.fetch_add(1, Ordering::AcqRel);
         self.total.fetch_add(1, Ordering::AcqRel);
         self.opened.fetch_add(1, Ordering::Relaxed);
         ConnectionGuard {
             counts: Arc::clone(self),
-            counter,
+            counter: Arc::clone(&counter.0),
         }
     }
 }
 
+/// One authority's live connection count, resolved once per server pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Counter(Arc<AtomicU64>);
+
 /// Decrements the counts when its connection is dropped.
 #[derive(Debug)]
-struct ConnectionGuard {
+pub(crate) struct ConnectionGuard {
     counts: Arc<ConnectionCounts>,
     counter: Arc<AtomicU64>,
 }
@@ -81,49 +86,6 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.counter.fetch_sub(1, Ordering::AcqRel);
         self.counts.total.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// A connector that counts the connections made by `C`.
-#[derive(Debug, Clone)]
-pub struct CountingConnector<C> {
-    inner: C,
-    counts: Arc<ConnectionCounts>,
-}
-
-impl<C> CountingConnector<C> {
-    /// Wraps `inner`, counting into `counts`.
-    pub fn new(inner: C, counts: Arc<ConnectionCounts>) -> Self {
-        CountingConnector { inner, counts }
-    }
-}
-
-impl<C> tower::Service<Uri> for CountingConnector<C>
-where
-    C: tower::Service<Uri>,
-    C::Future: Send + 'static,
-{
-    type Response = Counted<C::Response>;
-    type Error = C::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let authority = uri
-            .authority()
-            .map_or_else(String::new, ToString::to_string);
-        let counts = Arc::clone(&self.counts);
-        let connecting = self.inner.call(uri);
-        Box::pin(async move {
-            let io = connecting.await?;
-            Ok(Counted {
-                io,
-                _guard: counts.guard(&authority),
-            })
-        })
     }
 }
 
@@ -137,9 +99,10 @@ pin_project! {
     }
 }
 
-impl<T: Connection> Connection for Counted<T> {
-    fn connected(&self) -> Connected {
-        self.io.connected()
+impl<T> Counted<T> {
+    /// `io`, counted until it is dropped.
+    pub(crate) fn new(io: T, guard: ConnectionGuard) -> Self {
+        Counted { io, _guard: guard }
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub mod access_log;
 pub mod admin;
+pub mod balance;
 pub mod body;
 pub mod body_log;
 pub mod cache;

@@ -7,8 +7,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::balance::{AttemptResult, Server, UpstreamGroup};
 use crate::cache::Cache;
-use crate::config::{Config, ServerSettings, UpstreamTarget, UpstreamUrl};
+use crate::config::{Config, ServerSettings, ServerSpec, Upstream, UpstreamTarget, UpstreamUrl};
 use crate::headers::{Peer, PeerAddr, Via};
 use crate::metrics::{self, Metrics, RouteMetrics};
 use crate::mirror::Mirror;
@@ -30,14 +31,20 @@ pub enum ProxyError {
     },
 }
 
-/// An upstream with its address known.
+/// An upstream with its servers' addresses known.
 #[derive(Debug)]
 pub(crate) struct ResolvedUpstream {
     /// The config's name for it.
     pub(crate) name: String,
-    pub(crate) url: UpstreamUrl,
-    /// Its `weir_upstream_requests_in_flight` sample.
-    pub(crate) in_flight: prometheus_client::metrics::gauge::Gauge,
+    /// Its servers, their pools and state, and the balancing policy.
+    pub(crate) group: Arc<UpstreamGroup>,
+}
+
+impl ResolvedUpstream {
+    /// The first server's URL: the base of what every server serves.
+    pub(crate) fn first_url(&self) -> &UpstreamUrl {
+        &self.group.servers[0].url
+    }
 }
 
 /// The reverse proxy: routes, upstreams, the upstream client and the
@@ -84,30 +91,34 @@ impl Proxy {
     /// # Errors
     /// [`ProxyError::UnresolvedEmbedded`] if an upstream is still `Embedded`.
     pub fn new(config: &Config) -> Result<Arc<Proxy>, ProxyError> {
-        let urls: Vec<(String, UpstreamUrl)> = config
+        let client = UpstreamClient::new(&config.client);
+        let mut authorities = Vec::new();
+        for u in &config.upstreams {
+            match &u.target {
+                UpstreamTarget::Servers(servers) => {
+                    authorities.extend(servers.iter().map(|s| s.url.authority.to_string()));
+                }
+                UpstreamTarget::Embedded { .. } => {
+                    return Err(ProxyError::UnresolvedEmbedded {
+                        name: u.name.clone(),
+                    });
+                }
+            }
+        }
+        authorities.sort();
+        authorities.dedup();
+        let metrics = Arc::new(Metrics::new(Arc::clone(client.connections()), authorities));
+        let upstreams: Vec<ResolvedUpstream> = config
             .upstreams
             .iter()
-            .map(|u| match &u.target {
-                UpstreamTarget::Url(url) => Ok((u.name.clone(), url.clone())),
-                UpstreamTarget::Embedded { .. } => Err(ProxyError::UnresolvedEmbedded {
-                    name: u.name.clone(),
-                }),
-            })
-            .collect::<Result<_, _>>()?;
-        let client = UpstreamClient::new(&config.client);
-        let authorities = urls
-            .iter()
-            .map(|(_, url)| url.authority.to_string())
-            .collect();
-        let metrics = Arc::new(Metrics::new(Arc::clone(client.connections()), authorities));
-        let upstreams: Vec<ResolvedUpstream> = urls
-            .into_iter()
-            .map(|(name, url)| ResolvedUpstream {
-                in_flight: metrics.in_flight_gauge(url.authority.as_str()),
-                name,
-                url,
+            .map(|u| ResolvedUpstream {
+                name: u.name.clone(),
+                group: Arc::new(group(u, &client, &metrics)),
             })
             .collect();
+        metrics.watch_groups(Arc::new(crate::balance::Groups(
+            upstreams.iter().map(|u| Arc::clone(&u.group)).collect(),
+        )));
         let route_labels = config
             .routes
             .iter()
@@ -136,6 +147,15 @@ impl Proxy {
             shutdown_cut: Arc::new(AtomicBool::new(false)),
             via: Via::new(&config.server.via_pseudonym),
         }))
+    }
+
+    /// Starts the active health checks of every upstream that has them;
+    /// each check task ends when the proxy is dropped. Call once, on the
+    /// runtime that serves the proxy.
+    pub fn start_health_checks(&self) {
+        for u in &self.upstreams {
+            crate::balance::health::spawn(&u.group, &self.client);
+        }
     }
 
     /// Live upstream connection counts.
@@ -207,7 +227,7 @@ fn mirrors(
             let up = upstreams.get(m.upstream)?;
             Some(Mirror::new(
                 up.name.clone(),
-                up.url.clone(),
+                up.first_url().clone(),
                 m.clone(),
                 Arc::clone(metrics),
             ))
@@ -232,7 +252,8 @@ fn fetchers(
             let allowed: Arc<[UpstreamUrl]> = s
                 .fragment_upstreams
                 .iter()
-                .filter_map(|&i| upstreams.get(i).map(|u| u.url.clone()))
+                .filter_map(|&i| upstreams.get(i))
+                .flat_map(|u| u.group.servers.iter().map(|s| s.url.clone()))
                 .collect();
             Some(Arc::new(ProxyFetcher::new(
                 client.clone(),
@@ -243,4 +264,37 @@ fn fetchers(
             )))
         })
         .collect()
+}
+
+/// The group of upstream `u` (servers resolved): a pool and metric handles
+/// per server.
+pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) -> UpstreamGroup {
+    let specs: &[ServerSpec] = match &u.target {
+        UpstreamTarget::Servers(servers) => servers,
+        UpstreamTarget::Embedded { .. } => &[],
+    };
+    let servers = specs
+        .iter()
+        .map(|spec| {
+            let authority = spec.url.authority.as_str();
+            Arc::new(Server::new(
+                spec.url.clone(),
+                client.pool(&spec.url.authority),
+                spec.weight,
+                spec.max_connections,
+                metrics.in_flight_gauge(authority),
+                AttemptResult::ALL.map(|r| metrics.attempt_counter(&u.name, authority, r.as_str())),
+                metrics.ejection_counter(&u.name, authority),
+            ))
+        })
+        .collect();
+    UpstreamGroup::new(
+        u.name.clone(),
+        servers,
+        &u.balance,
+        u.outlier.clone(),
+        u.retry.clone(),
+        u.health.clone(),
+        crate::metrics::RETRY_RESULTS.map(|r| metrics.retry_counter(&u.name, r)),
+    )
 }

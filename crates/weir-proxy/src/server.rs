@@ -40,6 +40,7 @@ impl Server {
     /// the address; or an unresolved embedded upstream.
     pub async fn bind(config: &Config) -> io::Result<Server> {
         let proxy = Proxy::new(config).map_err(io::Error::other)?;
+        proxy.start_health_checks();
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for addr in &config.listeners {
             let listener = TcpListener::bind(addr)

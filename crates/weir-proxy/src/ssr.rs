@@ -241,7 +241,7 @@ impl ProxyFetcher {
     /// is teed into the cache.
     fn response(
         &self,
-        sent: Result<http::Response<hyper::body::Incoming>, crate::upstream::UpstreamError>,
+        sent: Result<http::Response<crate::upstream::PooledBody>, crate::upstream::UpstreamError>,
         fill: Option<cache::Fill>,
     ) -> Result<FragmentResponse, FetchError> {
         let resp = sent.map_err(|e| FetchError::Upstream {

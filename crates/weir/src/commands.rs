@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
-use weir_proxy::config::{AccessLogTarget, Config, HostHeader, UpstreamTarget, format_duration};
+use weir_proxy::config::{
+    AccessLogTarget, Balance, Config, HashKey, HostHeader, UpstreamTarget, format_duration,
+};
 
 use crate::logging;
 
@@ -60,6 +62,16 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn balance_name(b: &Balance) -> String {
+    match b {
+        Balance::RoundRobin => "round_robin".to_owned(),
+        Balance::LeastOutstanding => "least_outstanding".to_owned(),
+        Balance::Hash(HashKey::Header(h)) => format!("hash(header:{h})"),
+        Balance::Hash(HashKey::Cookie(c)) => format!("hash(cookie:{c})"),
+        Balance::Hash(HashKey::ClientAddr) => "hash(client_addr)".to_owned(),
+    }
+}
+
 fn describe(config: &Config) -> String {
     let mut out = format!("config: {}\n", config.source);
     for l in &config.listeners {
@@ -70,13 +82,69 @@ fn describe(config: &Config) -> String {
         None => out += "admin     disabled\n",
     }
     for u in &config.upstreams {
-        let target = match &u.target {
-            UpstreamTarget::Url(url) => url.to_string(),
-            UpstreamTarget::Embedded { root } => {
-                format!("embedded origin, root {}", root.display())
+        match &u.target {
+            UpstreamTarget::Servers(servers) if servers.len() == 1 => {
+                out += &format!("upstream  {:<12} {}\n", u.name, servers[0].url);
             }
-        };
-        out += &format!("upstream  {:<12} {target}\n", u.name);
+            UpstreamTarget::Servers(servers) => {
+                out += &format!(
+                    "upstream  {:<12} {} servers, balance={}\n",
+                    u.name,
+                    servers.len(),
+                    balance_name(&u.balance)
+                );
+                for s in servers {
+                    let limit = s
+                        .max_connections
+                        .map_or(String::new(), |m| format!(" max_connections={m}"));
+                    out += &format!("          server {} weight={}{limit}\n", s.url, s.weight);
+                }
+            }
+            UpstreamTarget::Embedded { root } => {
+                out += &format!(
+                    "upstream  {:<12} embedded origin, root {}\n",
+                    u.name,
+                    root.display()
+                );
+            }
+        }
+        if let Some(h) = &u.health {
+            let expect: Vec<String> = h
+                .expect
+                .iter()
+                .map(|&(lo, hi)| {
+                    if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}-{hi}")
+                    }
+                })
+                .collect();
+            out += &format!(
+                "          health GET {} every {} timeout={} expect={} rise={} fall={}\n",
+                h.path,
+                format_duration(h.interval),
+                format_duration(h.timeout),
+                expect.join(","),
+                h.rise,
+                h.fall
+            );
+        }
+        let several = matches!(&u.target, UpstreamTarget::Servers(s) if s.len() > 1);
+        let (o, r) = (&u.outlier, &u.retry);
+        if several {
+            out += &format!(
+                "          outlier consecutive_failures={} base_ejection={} max_ejection={} max_ejected_percent={}; \
+             retry attempts={} budget_percent={} min_retries_per_second={}\n",
+                o.consecutive_failures,
+                format_duration(o.base_ejection),
+                format_duration(o.max_ejection),
+                o.max_ejected_percent,
+                r.attempts,
+                r.budget_percent,
+                r.min_per_second
+            );
+        }
     }
     for r in &config.routes {
         out += &format!(

@@ -16,9 +16,6 @@ use weir_stream::{BatchResult, Source, StreamError};
 /// The client's request body as read from its connection.
 pub type ClientBody = IdleTimeout<HttpBodySource<Incoming>>;
 
-/// The upstream's response body as read from its connection.
-pub type UpstreamBody = IdleTimeout<HttpBodySource<Incoming>>;
-
 /// The error a body fails with when its peer sent nothing for too long.
 #[derive(Debug, thiserror::Error)]
 #[error("body idle timeout: no data for {ms} ms")]

@@ -10,9 +10,9 @@ use weir_stream::{BatchResult, Chain, Once, Pipeline, Source};
 use weir_transform::chain::ResponseChain;
 
 use crate::access_log::ResponseLog;
-use crate::body::idle::UpstreamBody;
 use crate::body_log::BodyLog;
 use crate::cache::CacheSource;
+use crate::upstream::UpstreamBody;
 
 /// The body Weir sends downstream: the upstream's body or Weir's own, streamed.
 /// Its pipeline runs the route's response transforms (empty for most

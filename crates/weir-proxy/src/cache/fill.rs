@@ -22,7 +22,7 @@ use http_body::SizeHint;
 use weir_stream::share::Consumer;
 use weir_stream::{Batch, BatchResult, Share, Source, SourceExt as _, StreamError};
 
-pub(crate) use crate::body::idle::UpstreamBody;
+pub(crate) use crate::upstream::UpstreamBody;
 
 /// Most chunks handed out in one batch when serving a stored body.
 const CHUNKS_PER_BATCH: usize = 64;

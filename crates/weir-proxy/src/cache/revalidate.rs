@@ -24,7 +24,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
-use hyper::body::Incoming;
 use weir_stream::SourceExt as _;
 use weir_stream::body::HttpBodySource;
 
@@ -37,6 +36,7 @@ use crate::body::idle::IdleTimeout;
 use crate::body::request::RequestBody;
 use crate::metrics::FillResult;
 use crate::metrics::InFlight;
+use crate::upstream::PooledBody;
 use crate::upstream::UpstreamClient;
 use weir_http::length::content_length;
 
@@ -119,7 +119,7 @@ impl Revalidation {
     pub async fn finish<E: Display>(
         self,
         cache: &Arc<Cache>,
-        answer: Result<Response<Incoming>, E>,
+        answer: Result<Response<PooledBody>, E>,
         body_idle_timeout: Duration,
     ) {
         let Revalidation {
@@ -194,7 +194,7 @@ impl Revalidation {
 /// Reads `body` to its end: its chunks, or why not (more than `max`
 /// bytes, the upstream failed or stalled for `idle`). On an error the body
 /// is dropped half-read, which closes its connection.
-async fn read_to_end(body: Incoming, max: u64, idle: Duration) -> Result<Vec<Bytes>, Abandoned> {
+async fn read_to_end(body: PooledBody, max: u64, idle: Duration) -> Result<Vec<Bytes>, Abandoned> {
     let mut source = IdleTimeout::new(HttpBodySource::new(body), idle);
     let mut chunks = Vec::new();
     let mut total = 0u64;

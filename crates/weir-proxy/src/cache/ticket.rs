@@ -9,7 +9,6 @@ use std::time::SystemTime;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 use http_cache_semantics::AfterResponse;
-use hyper::body::Incoming;
 use weir_http::etag::EntityTag;
 use weir_http::ows::trim_ows;
 
@@ -20,7 +19,7 @@ use super::miss::Fill;
 use super::state::{Cache, Hit, X_CACHE};
 use super::store::Entry;
 use crate::metrics::{CacheResult, FillResult};
-use crate::upstream::UpstreamError;
+use crate::upstream::{PooledBody, UpstreamError};
 
 /// A request sent upstream, and what the cache does with its response.
 #[derive(Debug)]
@@ -51,7 +50,7 @@ pub(super) enum Kind {
 // Made and matched once per request, never stored: boxing buys nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum After<B = Incoming> {
+pub enum After<B = PooledBody> {
     /// Answer from the cache (a 304-refreshed entry, or a stale one on error).
     Serve(Hit),
     /// Forward the answer; with a [`Fill`], tee its body into the cache.

@@ -15,6 +15,7 @@ mod ssr;
 mod tests;
 mod transforms;
 mod types;
+mod upstream;
 mod validate;
 
 use std::fs::File;
@@ -104,7 +105,8 @@ impl Config {
         for upstream in &mut self.upstreams {
             if let UpstreamTarget::Embedded { root } = &upstream.target {
                 let addr = start(root)?;
-                upstream.target = UpstreamTarget::Url(UpstreamUrl::local(addr));
+                upstream.target =
+                    UpstreamTarget::Servers(vec![ServerSpec::one(UpstreamUrl::local(addr))]);
             }
         }
         Ok(())

@@ -133,8 +133,147 @@ impl Default for RawClient {
 pub(super) struct RawUpstream {
     pub name: Spanned<String>,
     pub url: Option<Spanned<String>>,
+    pub servers: Option<Spanned<Vec<Spanned<RawServerEntry>>>>,
     pub origin: Option<Spanned<String>>,
     pub root: Option<Spanned<String>>,
+    pub balance: Option<Spanned<String>>,
+    pub hash_key: Option<Spanned<String>>,
+    pub health: Option<Spanned<RawHealth>>,
+    #[serde(default)]
+    pub outlier: RawOutlier,
+    #[serde(default)]
+    pub retry: RawRetry,
+}
+
+/// One entry of `servers`: `"http://host:port"` or
+/// `{ url = "...", weight = 2, max_connections = 64 }`.
+#[derive(Debug)]
+pub(super) struct RawServerEntry {
+    pub url: Spanned<String>,
+    pub weight: Option<Spanned<i64>>,
+    pub max_connections: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServerTable {
+    url: Spanned<String>,
+    weight: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
+}
+
+impl<'de> Deserialize<'de> for RawServerEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = RawServerEntry;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a URL string, or a table { url = \"http://host:port\", weight = 1, max_connections = 64 }",
+                )
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawServerEntry, E> {
+                Ok(RawServerEntry {
+                    // The entry's own span is set by the `Spanned` around it.
+                    url: Spanned::new(0..0, v.to_owned()),
+                    weight: None,
+                    max_connections: None,
+                })
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawServerEntry, A::Error> {
+                let t =
+                    RawServerTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawServerEntry {
+                    url: t.url,
+                    weight: t.weight,
+                    max_connections: t.max_connections,
+                })
+            }
+        }
+        d.deserialize_any(Entry)
+    }
+}
+
+/// `[upstream.health]`: active checks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHealth {
+    pub path: Spanned<String>,
+    #[serde(default = "default_health_interval", with = "duration")]
+    pub interval: Duration,
+    #[serde(default = "default_health_timeout", with = "duration")]
+    pub timeout: Duration,
+    pub expect_status: Option<Spanned<String>>,
+    #[serde(default = "default_rise")]
+    pub rise: Spanned<i64>,
+    #[serde(default = "default_fall")]
+    pub fall: Spanned<i64>,
+}
+
+fn default_health_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_health_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_rise() -> Spanned<i64> {
+    Spanned::new(0..0, 2)
+}
+
+fn default_fall() -> Spanned<i64> {
+    Spanned::new(0..0, 3)
+}
+
+/// `[upstream.outlier]`: passive ejection.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawOutlier {
+    pub consecutive_failures: Spanned<i64>,
+    #[serde(with = "duration")]
+    pub base_ejection: Duration,
+    #[serde(with = "duration")]
+    pub max_ejection: Duration,
+    pub max_ejected_percent: Spanned<i64>,
+}
+
+impl Default for RawOutlier {
+    fn default() -> Self {
+        RawOutlier {
+            consecutive_failures: Spanned::new(0..0, 5),
+            base_ejection: Duration::from_secs(10),
+            max_ejection: Duration::from_secs(300),
+            max_ejected_percent: Spanned::new(0..0, 50),
+        }
+    }
+}
+
+/// `[upstream.retry]`: when a failed attempt is tried again.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct RawRetry {
+    pub attempts: Spanned<i64>,
+    pub retry_body_bytes: Spanned<i64>,
+    pub budget_percent: Spanned<i64>,
+    pub min_retries_per_second: Spanned<i64>,
+}
+
+impl Default for RawRetry {
+    fn default() -> Self {
+        RawRetry {
+            attempts: Spanned::new(0..0, 2),
+            retry_body_bytes: Spanned::new(0..0, 64 << 10),
+            budget_percent: Spanned::new(0..0, 20),
+            min_retries_per_second: Spanned::new(0..0, 10),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -127,22 +127,135 @@ pub struct ClientSettings {
     pub pool_max_idle_per_host: usize,
 }
 
-/// `[[upstream]]`: a named place requests are forwarded to.
+/// `[[upstream]]`: a named group of servers requests are forwarded to.
 #[derive(Debug, Clone)]
 pub struct Upstream {
     /// The name routes refer to.
     pub name: String,
     /// Where it is.
     pub target: UpstreamTarget,
+    /// How a server is chosen for a request (`balance`, default round robin).
+    pub balance: Balance,
+    /// `[upstream.health]`: active checks; `None`: servers are healthy
+    /// unless passive ejection says otherwise.
+    pub health: Option<HealthCheck>,
+    /// `[upstream.outlier]`: passive ejection.
+    pub outlier: OutlierSettings,
+    /// `[upstream.retry]`: when a failed attempt is tried again.
+    pub retry: RetrySettings,
+}
+
+/// One server of an upstream (`url`, or an entry of `servers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// Its URL; every server of an upstream has the same base path.
+    pub url: UpstreamUrl,
+    /// Its share of requests relative to the others (`weight`, 1..=1000,
+    /// default 1).
+    pub weight: u32,
+    /// Requests in flight to it at most (`max_connections`); a server at
+    /// its limit is skipped. `None`: no limit.
+    pub max_connections: Option<u32>,
+}
+
+impl ServerSpec {
+    /// `url` with weight 1 and no limit.
+    pub fn one(url: UpstreamUrl) -> ServerSpec {
+        ServerSpec {
+            url,
+            weight: 1,
+            max_connections: None,
+        }
+    }
+}
+
+/// `balance`: how a server is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Balance {
+    /// `"round_robin"` (default): in turn, by weight (smooth weighted round
+    /// robin: a server of weight 3 gets 3 of every 4 requests beside one of
+    /// weight 1, spread out).
+    RoundRobin,
+    /// `"least_outstanding"`: of two servers chosen at random, the one with
+    /// fewer requests in flight per unit of weight (the power of two choices).
+    LeastOutstanding,
+    /// `"hash"`: consistent hashing of `hash_key` on a ring with 160 points
+    /// per unit of weight, so that adding a server moves only its share of
+    /// keys. A request without the key is balanced round robin.
+    Hash(HashKey),
+}
+
+/// `hash_key`: what a `balance = "hash"` upstream hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    /// `"header:<name>"`: the first value of a request field.
+    Header(http::HeaderName),
+    /// `"cookie:<name>"`: a cookie's value.
+    Cookie(String),
+    /// `"client_addr"`: the client's IP address (the TCP peer's, or the
+    /// right-most untrusted `X-Forwarded-For` entry behind trusted proxies).
+    ClientAddr,
+}
+
+/// `[upstream.health]`: an active check of each server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    /// The path (and query) requested with `GET`, origin form.
+    pub path: String,
+    /// Time between checks of one server (`interval`, default 5 s).
+    pub interval: Duration,
+    /// Deadline of one check, connect to the end of the body (`timeout`,
+    /// default 2 s).
+    pub timeout: Duration,
+    /// Statuses that pass (`expect_status`, e.g. `"200,204,300-399"`;
+    /// default 200-399), as inclusive ranges.
+    pub expect: Vec<(u16, u16)>,
+    /// Passing checks in a row that make an unhealthy server healthy (`rise`, default 2).
+    pub rise: u32,
+    /// Failing checks in a row that make a healthy server unhealthy (`fall`, default 3).
+    pub fall: u32,
+}
+
+/// `[upstream.outlier]`: passive ejection of servers that fail requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutlierSettings {
+    /// Connect failures or 5xx answers in a row that eject a server
+    /// (`consecutive_failures`, default 5; 0 turns ejection off).
+    pub consecutive_failures: u32,
+    /// How long the first ejection lasts (`base_ejection`, default 10 s);
+    /// each further ejection of the same server doubles it.
+    pub base_ejection: Duration,
+    /// The longest ejection (`max_ejection`, default 5 min).
+    pub max_ejection: Duration,
+    /// At most this share of an upstream's servers is ejected at once
+    /// (`max_ejected_percent`, 0..=100, default 50); at least one server
+    /// always stays in.
+    pub max_ejected_percent: u32,
+}
+
+/// `[upstream.retry]`: safe retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetrySettings {
+    /// Tries per request at most, the first included (`attempts`, 1..=10,
+    /// default 2; 1 turns retries off).
+    pub attempts: u32,
+    /// A request with a body larger than this is not retried once its body
+    /// started going out (`retry_body_bytes`, default 64 KiB).
+    pub body_bytes: u64,
+    /// Retries allowed beside each 100 requests (`budget_percent`, default 20).
+    pub budget_percent: u32,
+    /// Retries per second allowed whatever the budget (`min_retries_per_second`, default 10).
+    pub min_per_second: u32,
 }
 
 /// Where an upstream is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamTarget {
-    /// An HTTP server at a base URL (`url = "http://host:port/base"`).
-    Url(UpstreamUrl),
+    /// HTTP servers (`url = "http://host:port/base"`, or `servers`); at
+    /// least one.
+    Servers(Vec<ServerSpec>),
     /// Weir's built-in origin, started in-process (`origin = "embedded"`),
-    /// serving the directory `root`. Resolved to a [`UpstreamTarget::Url`]
+    /// serving the directory `root`. Resolved to [`UpstreamTarget::Servers`]
     /// by [`Config::resolve_embedded`] before the proxy starts.
     Embedded {
         /// The directory of static files, absolute or relative to the config file.

@@ -5,10 +5,7 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 
-use http::Uri;
 use ipnet::IpNet;
-use toml::Spanned;
-use weir_http::host;
 use weir_http::token::is_token;
 
 // The proxy's request phases use it as `config::strip_port`.
@@ -16,13 +13,14 @@ pub use weir_http::host::strip_port;
 
 use super::cache::cache_settings;
 use super::error::{ConfigError, Errors};
-use super::raw::{RawAdmin, RawConfig, RawUpstream};
+use super::raw::{RawAdmin, RawConfig};
 use super::side::{route_body_log, route_mirror};
 use super::transforms::route_transforms;
 use super::types::{
     AccessLogTarget, AdminSettings, ClientSettings, Config, MAX_WORKERS, RouteSpec, ServerSettings,
-    Upstream, UpstreamTarget, UpstreamUrl, default_workers,
+    default_workers,
 };
+use super::upstream::upstream;
 
 /// `[server] access_log`: `"stderr"`, `"off"`, or a file path relative to
 /// `base_dir`. A path is refused when serve could not open it for sure (a
@@ -343,87 +341,6 @@ fn toml_error(e: &toml::de::Error, key: String, errors: &Errors<'_>) -> ConfigEr
     errors.at(e.span().unwrap_or(0..0), key, message)
 }
 
-fn upstream(
-    i: usize,
-    up: &Spanned<RawUpstream>,
-    base_dir: &Path,
-    errors: &Errors<'_>,
-) -> Result<Upstream, ConfigError> {
-    let u = up.get_ref();
-    let name = u.name.get_ref();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(errors.at(
-            u.name.span(),
-            format!("upstream[{i}].name"),
-            format!("{name:?}: use letters, digits, '-', '_' and '.' only"),
-        ));
-    }
-    let target = match (&u.url, &u.origin) {
-        (Some(url), None) => {
-            if let Some(root) = &u.root {
-                return Err(errors.at(
-                    root.span(),
-                    format!("upstream[{i}].root"),
-                    "`root` applies only to `origin = \"embedded\"`",
-                ));
-            }
-            UpstreamTarget::Url(
-                parse_url(url.get_ref())
-                    .map_err(|m| errors.at(url.span(), format!("upstream[{i}].url"), m))?,
-            )
-        }
-        (None, Some(origin)) if origin.get_ref() == "embedded" => {
-            let root = u.root.as_ref().map_or("fixtures", |r| r.get_ref().as_str());
-            let root = base_dir.join(root);
-            if !root.is_dir() {
-                let span = u.root.as_ref().map_or(origin.span(), |r| r.span());
-                let shown = std::path::absolute(&root).unwrap_or(root);
-                return Err(errors.at(
-                    span,
-                    format!("upstream[{i}].root"),
-                    format!(
-                        "{} is not a directory (a relative root is relative to the config file's directory)",
-                        shown.display()
-                    ),
-                ));
-            }
-            UpstreamTarget::Embedded { root }
-        }
-        (None, Some(origin)) => {
-            return Err(errors.at(
-                origin.span(),
-                format!("upstream[{i}].origin"),
-                format!(
-                    "unknown origin {:?}; the only one is \"embedded\"",
-                    origin.get_ref()
-                ),
-            ));
-        }
-        (Some(_), Some(origin)) => {
-            return Err(errors.at(
-                origin.span(),
-                format!("upstream[{i}].origin"),
-                "give either `url` or `origin`, not both",
-            ));
-        }
-        (None, None) => {
-            return Err(errors.at(
-                up.span(),
-                format!("upstream[{i}]"),
-                "missing `url` (e.g. \"http://127.0.0.1:3000\") or `origin = \"embedded\"`",
-            ));
-        }
-    };
-    Ok(Upstream {
-        name: name.clone(),
-        target,
-    })
-}
-
 /// Why `prefix` can never match a request, if it cannot.
 ///
 /// The router matches the raw path after dot-segment removal
@@ -491,59 +408,6 @@ fn route_host(text: &str) -> Result<String, String> {
         return Err(bad("it has an empty label"));
     }
     Ok(host.to_owned())
-}
-
-fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
-    // The http crate drops a fragment without a word; refuse it instead.
-    if text.contains('#') {
-        return Err(format!(
-            "{text:?}: an upstream URL cannot carry a fragment ('#')"
-        ));
-    }
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some(other) => {
-            return Err(format!(
-                "scheme {other:?} is not supported for upstreams yet; use http://"
-            ));
-        }
-        None => {
-            return Err(format!(
-                "{text:?} has no scheme; write it like \"http://127.0.0.1:3000\""
-            ));
-        }
-    }
-    let Some(authority) = uri.authority().cloned() else {
-        return Err(format!("{text:?} has no host"));
-    };
-    if authority.as_str().contains('@') {
-        return Err(format!(
-            "{text:?}: user info in upstream URLs is not supported"
-        ));
-    }
-    if let Some(port) = host::port(authority.as_str()) {
-        match port.parse::<u16>() {
-            Ok(0) => return Err(format!("{text:?}: port 0 is not a port to connect to")),
-            Ok(_) => {}
-            Err(_) => {
-                return Err(format!(
-                    "{text:?}: port {port:?} is not a number from 1 to 65535"
-                ));
-            }
-        }
-    }
-    if uri.query().is_some() {
-        return Err(format!("{text:?}: an upstream URL cannot carry a query"));
-    }
-    let base_path = uri.path().trim_end_matches('/').to_owned();
-    Ok(UpstreamUrl {
-        scheme: http::uri::Scheme::HTTP,
-        authority,
-        base_path,
-    })
 }
 
 fn parse_net(text: &str) -> Option<IpNet> {

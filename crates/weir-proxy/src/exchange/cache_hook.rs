@@ -15,13 +15,12 @@
 use std::sync::Arc;
 
 use http::Response;
-use hyper::body::Incoming;
 
 use super::sent::Sent;
-use crate::body::idle::UpstreamBody;
 use crate::body::response::ResponseSource;
 use crate::cache::{After, Cache, Fill, FillStart, Ticket};
-use crate::upstream::UpstreamError;
+use crate::upstream::UpstreamBody;
+use crate::upstream::{PooledBody, UpstreamError};
 
 /// The cache's state for one request: the ticket of a request sent
 /// upstream, then the fill of its answer.
@@ -51,7 +50,7 @@ impl<'p> CacheHook<'p> {
     /// The send phase, after: the cache sees the upstream's answer first,
     /// and may answer instead (a `304` refreshed the entry, or a stale one
     /// stands in for a failure).
-    pub(crate) fn after_send(&mut self, sent: Result<Response<Incoming>, UpstreamError>) -> Sent {
+    pub(crate) fn after_send(&mut self, sent: Result<Response<PooledBody>, UpstreamError>) -> Sent {
         let Some(ticket) = self.ticket.take() else {
             return Sent::from(sent);
         };

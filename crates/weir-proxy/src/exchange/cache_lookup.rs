@@ -50,14 +50,22 @@ impl Exchange<'_> {
         let (mut parts, body) = req.into_parts();
         drop(body);
         parts.method = Method::GET;
-        if self.upstream_head(&mut parts).is_err() {
+        let key = crate::balance::PickKey {
+            headers: &parts.headers,
+            client: self.downstream.addr.ip(),
+        };
+        let Some(server) = self.target.upstream.group.pick(&key, &[]) else {
+            return;
+        };
+        if self.upstream_head(&mut parts, server).is_err() {
             return;
         }
         parts.headers.remove(header::CONTENT_LENGTH);
         parts.headers.remove(header::TRANSFER_ENCODING);
         let upstream_req = Request::from_parts(parts, Either::Right(Empty::new()));
         let proxy = self.proxy;
-        let in_flight = crate::metrics::InFlight::hold(&self.target.upstream.in_flight);
+        let in_flight =
+            crate::metrics::InFlight::hold(&self.target.upstream.group.servers[server].in_flight);
         revalidation.spawn(
             Arc::clone(cache),
             proxy.client.clone(),

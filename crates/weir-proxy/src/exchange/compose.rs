@@ -38,7 +38,7 @@ impl Exchange<'_> {
         let Some(base) = self
             .target
             .upstream
-            .url
+            .first_url()
             .request_uri(self.target.forward_path(), uri.query())
         else {
             return self.answer(Local::bad_request(

@@ -44,6 +44,9 @@ pub(crate) struct Exchange<'p> {
     /// A `HEAD`: the response gets a head and no body.
     pub(crate) head_only: bool,
     pub(crate) target: Target<'p>,
+    /// The upstream server of the current attempt (an index into the
+    /// group's servers), picked by the upstream request phase.
+    pub(crate) server: usize,
     /// Set when the route has transforms.
     pub(crate) transforms: Option<TransformAsk>,
     /// Set when the route composes templates.
@@ -80,6 +83,7 @@ impl<'p> Exchange<'p> {
             record,
             head_only: req.method() == Method::HEAD,
             target,
+            server: 0,
             transforms,
             ssr,
             cache,

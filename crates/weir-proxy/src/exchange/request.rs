@@ -132,8 +132,10 @@ fn request_host<B>(req: &Request<B>) -> Result<Option<String>, Local> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::config::{Config, UpstreamTarget};
+    use crate::config::Config;
 
     const CONFIG: &str = r#"
 [[upstream]]
@@ -157,18 +159,14 @@ upstream = "api"
 
     fn table() -> (RouteTable, Vec<ResolvedUpstream>) {
         let config = Config::parse(CONFIG, "t.toml", std::path::Path::new(".")).expect("valid");
+        let client = crate::upstream::UpstreamClient::new(&config.client);
+        let metrics = crate::metrics::Metrics::new(Arc::clone(client.connections()), Vec::new());
         let upstreams = config
             .upstreams
             .iter()
-            .map(|u| {
-                let UpstreamTarget::Url(url) = &u.target else {
-                    panic!("{} is not a URL upstream", u.name);
-                };
-                ResolvedUpstream {
-                    name: u.name.clone(),
-                    url: url.clone(),
-                    in_flight: Default::default(),
-                }
+            .map(|u| ResolvedUpstream {
+                name: u.name.clone(),
+                group: Arc::new(crate::proxy::group(u, &client, &metrics)),
             })
             .collect();
         (RouteTable::new(&config.routes), upstreams)

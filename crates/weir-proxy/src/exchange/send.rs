@@ -1,18 +1,65 @@
-//! The send phase: the upstream request goes out through the pooled
-//! client (connect, request, response head). A request that got no
+//! The send phase: the upstream request goes out on the picked server's
+//! pool (connect, request, response head), and a failed attempt is tried
+//! again on another server when that is safe. A request that got no
 //! response is classified here: the upstream's fault (502/504) or the
-//! client's own body (400/408). This is where a retry will plug in.
+//! client's own body (400/408).
+//!
+//! Retries (`[upstream.retry]`), on another server each time, while
+//! `attempts` allows and the retry budget has one:
+//! - a request none of which was written (the connection could not be
+//!   made) is always retried: the request, body included, is intact;
+//! - after the request was written, only an idempotent request (RFC 9110
+//!   §9.2.2) without a body is retried, from a copy of its head, and only
+//!   before any of the response reached the client (no response head yet).
+//!
+//! A request with a body whose first bytes went out is not retried (its
+//! body is not replayed yet; `retry_body_bytes` is reserved for that).
 
-use http::{Request, StatusCode};
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, Request, StatusCode, Uri, Version, header};
+use http_body_util::{Either, Empty};
 
 use super::context::Exchange;
 use super::local::Local;
 use super::sent::Sent;
 use crate::access_log::ClientBodyFailure;
+use crate::balance::{AttemptResult, PickKey};
 use crate::body::request::RequestBody;
 use crate::metrics::InFlight;
 use crate::outcome::Outcome;
-use crate::upstream::UpstreamError;
+use crate::upstream::{PooledBody, SendFailure, UpstreamError};
+
+/// The most attempts of one request (`attempts` is at most 10).
+const MAX_ATTEMPTS: usize = 10;
+
+/// What a bodiless idempotent request is rebuilt from for a retry.
+struct HeadCopy {
+    method: Method,
+    uri: Uri,
+    version: Version,
+    headers: HeaderMap,
+}
+
+impl HeadCopy {
+    fn of(req: &Request<RequestBody>) -> HeadCopy {
+        HeadCopy {
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            version: req.version(),
+            headers: req.headers().clone(),
+        }
+    }
+
+    fn request(&self) -> Request<RequestBody> {
+        let mut req = Request::new(Either::Right(Empty::new()));
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.version_mut() = self.version;
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+}
 
 impl Exchange<'_> {
     /// Sends `req` upstream, the request counted in flight until its
@@ -22,13 +69,93 @@ impl Exchange<'_> {
         if let Some(cache) = &self.cache {
             cache.prepare(req.headers_mut());
         }
-        self.record
-            .hold_in_flight(InFlight::hold(&self.target.upstream.in_flight));
-        let sent = self.proxy.client.send(req).await;
+        let sent = self.attempts(req).await;
         match &mut self.cache {
             Some(cache) => cache.after_send(sent),
             None => Sent::from(sent),
         }
+    }
+
+    /// The attempts of one request, on the server the upstream request
+    /// phase picked, then on others while a retry is safe and allowed.
+    async fn attempts(
+        &mut self,
+        mut req: Request<RequestBody>,
+    ) -> Result<http::Response<PooledBody>, UpstreamError> {
+        let group = Arc::clone(&self.target.upstream.group);
+        group.deposit();
+        // `Host` is absent unless the route preserves the client's: then
+        // each server gets its own authority.
+        let set_host = !req.headers().contains_key(header::HOST);
+        let retries = group.retry.attempts > 1 && group.servers.len() > 1;
+        let copy =
+            (retries && req.method().is_idempotent() && matches!(req.body(), Either::Right(_)))
+                .then(|| HeadCopy::of(&req));
+        let mut tried = [usize::MAX; MAX_ATTEMPTS];
+        let mut server = self.server;
+        for n in 0..MAX_ATTEMPTS {
+            tried[n] = server;
+            let s = &group.servers[server];
+            self.server = server;
+            self.record.attempts = (n + 1) as u8;
+            self.record.server = Some(Arc::clone(&s.authority));
+            self.record.hold_in_flight(InFlight::hold(&s.in_flight));
+            let SendFailure { error, unsent } =
+                match self.proxy.client.send_on(&s.pool, req, set_host).await {
+                    Ok(resp) => {
+                        let result = if resp.status().is_server_error() {
+                            AttemptResult::ServerError
+                        } else {
+                            AttemptResult::Ok
+                        };
+                        group.record(server, result);
+                        return Ok(resp);
+                    }
+                    Err(failure) => failure,
+                };
+            let result = attempt_result(&error);
+            group.record(server, result);
+            let again = match unsent {
+                Some(unsent) => Some(unsent),
+                None if self.record.counters().client_failure().is_none() => {
+                    copy.as_ref().map(HeadCopy::request)
+                }
+                None => None,
+            };
+            let Some(again) = again.filter(|_| n + 1 < group.retry.attempts as usize) else {
+                return Err(error);
+            };
+            let key = PickKey {
+                headers: again.headers(),
+                client: self.downstream.addr.ip(),
+            };
+            let Some(next) = group.pick(&key, &tried[..=n]) else {
+                return Err(error);
+            };
+            if !group.withdraw() {
+                group.retry_budget_exhausted.inc();
+                return Err(error);
+            }
+            group.retried.inc();
+            tracing::debug!(
+                target: "weir::proxy",
+                upstream = %group.name,
+                server = %s.authority,
+                "attempt {} failed ({error}); retrying on {}",
+                n + 1,
+                group.servers[next].authority
+            );
+            let earlier = self.record.retried.get_or_insert_with(String::new);
+            if !earlier.is_empty() {
+                earlier.push(',');
+            }
+            earlier.push_str(&s.authority);
+            earlier.push(' ');
+            earlier.push_str(result.as_str());
+            req = again;
+            server = next;
+        }
+        unreachable!("attempts are capped at {MAX_ATTEMPTS}")
     }
 
     /// The local answer for a request that got no upstream response. When
@@ -71,5 +198,18 @@ impl Exchange<'_> {
                 }
             }
         }
+    }
+}
+
+/// How a failed attempt counts for ejection and metrics.
+fn attempt_result(err: &UpstreamError) -> AttemptResult {
+    match err {
+        UpstreamError::ConnectRefused { .. } | UpstreamError::Connect { .. } => {
+            AttemptResult::ConnectFailed
+        }
+        UpstreamError::ConnectTimeout { .. } | UpstreamError::ResponseHeaderTimeout { .. } => {
+            AttemptResult::Timeout
+        }
+        _ => AttemptResult::Failed,
     }
 }

@@ -3,7 +3,7 @@
 //! copy split off it when the route mirrors).
 
 use http::header::{self, HeaderValue};
-use http::{Method, Request, Version};
+use http::{Method, Request, StatusCode, Version};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use weir_stream::body::{HttpBodySource, SourceBody};
@@ -13,15 +13,18 @@ use super::context::Exchange;
 use super::local::Local;
 use super::mirror_hook;
 use crate::access_log::RequestTally;
+use crate::balance::PickKey;
 use crate::body::idle::IdleTimeout;
 use crate::body::request::{RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
 use crate::headers;
+use crate::outcome::Outcome;
 use crate::proxy::Proxy;
 
 impl Exchange<'_> {
-    /// The upstream request: [`Exchange::upstream_head`], then the body:
+    /// The upstream request: a server of the upstream picked (503 when none
+    /// is available), [`Exchange::upstream_head`], then the body:
     /// the client's, read with `body_idle_timeout`, through the body log
     /// and the byte tally; shared with a mirror copy when the route has one.
     ///
@@ -32,7 +35,23 @@ impl Exchange<'_> {
         req: Request<Incoming>,
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
-        self.upstream_head(&mut parts)?;
+        let group = &self.target.upstream.group;
+        let key = PickKey {
+            headers: &parts.headers,
+            client: self.downstream.addr.ip(),
+        };
+        let Some(server) = group.pick(&key, &[]) else {
+            let reason = format!("no server of upstream {:?} is available", group.name);
+            tracing::warn!(target: "weir::proxy", upstream = %group.name, status = 503, "{reason}");
+            self.record.reason = Some(reason);
+            return Err(Local::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "503 Service Unavailable: no upstream server is available\n",
+                Outcome::UpstreamError,
+            ));
+        };
+        self.server = server;
+        self.upstream_head(&mut parts, server)?;
         if let Some(ssr) = &mut self.ssr {
             ssr.template_url = Some(parts.uri.to_string());
         }
@@ -91,10 +110,13 @@ impl Exchange<'_> {
     ///
     /// # Errors
     /// 400 when the rewritten target is not a valid URI.
-    pub(crate) fn upstream_head(&self, parts: &mut http::request::Parts) -> Result<(), Local> {
+    pub(crate) fn upstream_head(
+        &self,
+        parts: &mut http::request::Parts,
+        server: usize,
+    ) -> Result<(), Local> {
         let target = &self.target;
-        let uri = target
-            .upstream
+        let uri = target.upstream.group.servers[server]
             .url
             .request_uri(target.forward_path(), parts.uri.query())
             .ok_or(Local::bad_request(
@@ -221,7 +243,7 @@ transforms = ["html-rewrite"]
         let downstream = proxy.downstream(peer);
         let exchange = Exchange::new(&proxy, target, &req, &downstream, record);
         let (mut parts, ()) = req.into_parts();
-        exchange.upstream_head(&mut parts).expect("valid head");
+        exchange.upstream_head(&mut parts, 0).expect("valid head");
         parts
     }
 

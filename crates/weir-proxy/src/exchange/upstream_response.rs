@@ -4,7 +4,6 @@
 //! [`Exchange::respond`].
 
 use http::{Response, StatusCode};
-use hyper::body::Incoming;
 use weir_stream::body::HttpBodySource;
 
 use super::context::Exchange;
@@ -12,6 +11,7 @@ use super::local::Local;
 use crate::body::idle::IdleTimeout;
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::headers;
+use crate::upstream::PooledBody;
 
 impl Exchange<'_> {
     /// The upstream's response, downstream: its head filtered, its body
@@ -22,7 +22,7 @@ impl Exchange<'_> {
     /// [`headers::response_head`]).
     pub(crate) async fn upstream_response(
         mut self,
-        resp: Response<Incoming>,
+        resp: Response<PooledBody>,
     ) -> Response<ResponseBody> {
         let (mut parts, body) = resp.into_parts();
         let status = parts.status;

@@ -26,6 +26,10 @@
 //! | `weir_upstream_connections` | gauge | `upstream`, `state` (`live`, `idle`) |
 //! | `weir_upstream_requests_in_flight` | gauge | `upstream` |
 //! | `weir_upstream_connections_opened_total` | counter | — |
+//! | `weir_upstream_attempts_total` | counter | `upstream`, `server`, `result` (`ok`, `5xx`, `connect_failed`, `failed`, `timeout`) |
+//! | `weir_upstream_ejections_total` | counter | `upstream`, `server` |
+//! | `weir_upstream_retries_total` | counter | `upstream`, `result` (`retried`, `budget_exhausted`) |
+//! | `weir_upstream_server_available` | gauge | `upstream`, `server` |
 //! | `weir_cache_requests_total` | counter | `result` (`hit`, `miss`, `stale`) |
 //! | `weir_cache_fills_total` | counter | `result` (`stored`, `abandoned`, `refreshed`, `failed`) |
 //! | `weir_cache_collapsed_total` | counter | — |
@@ -38,6 +42,7 @@
 //! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
 
 mod connections;
+mod groups;
 mod labels;
 #[cfg(test)]
 mod tests;
@@ -54,6 +59,8 @@ use prometheus_client::registry::{Registry, Unit};
 
 use connections::ConnectionCollector;
 pub use connections::InFlight;
+use groups::{AttemptLabels, AvailableCollector, GroupFamilies, RetryLabels, ServerLabels};
+pub use groups::{RETRY_RESULTS, ServerStates};
 use labels::{
     BranchLabels, KindLabels, MirrorLabels, RequestLabels, ResultLabels, RouteLabels,
     UpstreamLabels,
@@ -136,6 +143,7 @@ pub struct Metrics {
     ssr_pages: Family<ResultLabels, Counter>,
     ssr_fragments: Family<MirrorLabels, Counter>,
     ssr_failures: Family<KindLabels, Counter>,
+    groups: GroupFamilies,
 }
 
 fn duration_histogram() -> Histogram {
@@ -234,6 +242,25 @@ impl Metrics {
             upstreams,
             in_flight: in_flight.clone(),
         }));
+        let groups = GroupFamilies::default();
+        r.register(
+            "upstream_attempts",
+            "Attempts sent to upstream servers, by how they ended",
+            groups.attempts.clone(),
+        );
+        r.register(
+            "upstream_ejections",
+            "Times a server was ejected for failing requests in a row",
+            groups.ejections.clone(),
+        );
+        r.register(
+            "upstream_retries",
+            "Failed attempts tried again on another server, and those the retry budget refused",
+            groups.retries.clone(),
+        );
+        r.register_collector(Box::new(AvailableCollector {
+            states: Arc::clone(&groups.states),
+        }));
         Metrics {
             requests,
             duration,
@@ -304,6 +331,7 @@ impl Metrics {
                 "SSR fragments that fell back or were cut, by the kind of their last failure",
                 SSR_FAILURE_KINDS.map(|kind| KindLabels { kind }),
             ),
+            groups,
             registry,
         }
     }
@@ -353,6 +381,38 @@ impl Metrics {
         self.in_flight.get_or_create_owned(&UpstreamLabels {
             upstream: upstream.to_owned(),
         })
+    }
+
+    /// The `weir_upstream_attempts_total` sample of one server and result,
+    /// resolved once per server.
+    pub fn attempt_counter(&self, upstream: &str, server: &str, result: &'static str) -> Counter {
+        self.groups.attempts.get_or_create_owned(&AttemptLabels {
+            upstream: upstream.to_owned(),
+            server: server.to_owned(),
+            result,
+        })
+    }
+
+    /// The `weir_upstream_ejections_total` sample of one server.
+    pub fn ejection_counter(&self, upstream: &str, server: &str) -> Counter {
+        self.groups.ejections.get_or_create_owned(&ServerLabels {
+            upstream: upstream.to_owned(),
+            server: server.to_owned(),
+        })
+    }
+
+    /// The `weir_upstream_retries_total` sample of one upstream and result
+    /// (one of [`RETRY_RESULTS`]).
+    pub fn retry_counter(&self, upstream: &str, result: &'static str) -> Counter {
+        self.groups.retries.get_or_create_owned(&RetryLabels {
+            upstream: upstream.to_owned(),
+            result,
+        })
+    }
+
+    /// Where `weir_upstream_server_available` is read from; the first call wins.
+    pub fn watch_groups(&self, states: Arc<dyn ServerStates>) {
+        let _ = self.groups.states.set(states);
     }
 
     /// Counts a cache lookup.

@@ -1,0 +1,276 @@
+//! Upstream groups: the servers of one `[[upstream]]`, the policy that
+//! picks one per attempt (`balance`), passive ejection, active health
+//! checks and the retry budget.
+//!
+//! A pick never blocks and takes no lock on the common paths (round robin
+//! with equal weights, least outstanding, hash); smooth weighted round
+//! robin takes one short lock.
+
+mod budget;
+pub mod health;
+mod ring;
+mod server;
+#[cfg(test)]
+mod tests;
+
+use std::cell::Cell;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use http::HeaderMap;
+use prometheus_client::metrics::counter::Counter;
+
+pub use server::{AttemptResult, Server};
+
+use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, RetrySettings};
+use budget::RetryBudget;
+use ring::Ring;
+
+/// The servers of one upstream and how to choose among them.
+#[derive(Debug)]
+pub struct UpstreamGroup {
+    /// The upstream's name.
+    pub name: String,
+    /// Its servers, in config order.
+    pub servers: Vec<Arc<Server>>,
+    policy: Policy,
+    pub(crate) outlier: OutlierSettings,
+    pub(crate) retry: RetrySettings,
+    pub(crate) health: Option<HealthCheck>,
+    budget: RetryBudget,
+    /// `weir_upstream_retries_total{result="retried"}` of this upstream.
+    pub(crate) retried: Counter,
+    /// `weir_upstream_retries_total{result="budget_exhausted"}`.
+    pub(crate) retry_budget_exhausted: Counter,
+    /// Time zero of the servers' ejection clocks.
+    epoch: Instant,
+}
+
+#[derive(Debug)]
+enum Policy {
+    /// Equal weights: a counter.
+    RoundRobin(AtomicUsize),
+    /// Smooth weighted round robin: each server's current weight.
+    Weighted(Mutex<Vec<i64>>),
+    LeastOutstanding,
+    Hash(HashKey, Ring, AtomicUsize),
+}
+
+/// What a pick may look at in the request.
+#[derive(Debug, Clone, Copy)]
+pub struct PickKey<'a> {
+    /// The request's fields (for `header:` and `cookie:` keys).
+    pub headers: &'a HeaderMap,
+    /// The client's address (for `client_addr`).
+    pub client: std::net::IpAddr,
+}
+
+impl UpstreamGroup {
+    /// A group over `servers` (at least one), choosing by `balance`.
+    pub fn new(
+        name: String,
+        servers: Vec<Arc<Server>>,
+        balance: &Balance,
+        outlier: OutlierSettings,
+        retry: RetrySettings,
+        health: Option<HealthCheck>,
+        retry_counters: [Counter; 2],
+    ) -> UpstreamGroup {
+        let policy = match balance {
+            Balance::RoundRobin if servers.iter().all(|s| s.weight == servers[0].weight) => {
+                Policy::RoundRobin(AtomicUsize::new(0))
+            }
+            Balance::RoundRobin => Policy::Weighted(Mutex::new(vec![0; servers.len()])),
+            Balance::LeastOutstanding => Policy::LeastOutstanding,
+            Balance::Hash(key) => Policy::Hash(
+                key.clone(),
+                Ring::new(servers.iter().map(|s| (&*s.authority, s.weight))),
+                AtomicUsize::new(0),
+            ),
+        };
+        let [retried, retry_budget_exhausted] = retry_counters;
+        UpstreamGroup {
+            name,
+            policy,
+            retried,
+            retry_budget_exhausted,
+            budget: RetryBudget::new(retry.budget_percent, retry.min_per_second),
+            outlier,
+            retry,
+            health,
+            servers,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The server for the next attempt of a request, skipping the servers
+    /// in `tried` and those unavailable (unhealthy, ejected, at their
+    /// `max_connections`); `None` when no server is left.
+    pub fn pick(&self, key: &PickKey<'_>, tried: &[usize]) -> Option<usize> {
+        let n = self.servers.len();
+        let usable = |i: usize| !tried.contains(&i) && self.servers[i].available(self.epoch);
+        if n == 1 {
+            return usable(0).then_some(0);
+        }
+        match &self.policy {
+            Policy::RoundRobin(next) => round_robin(next, n, usable),
+            Policy::Weighted(current) => self.weighted(current, usable),
+            Policy::LeastOutstanding => self.least_outstanding(usable),
+            Policy::Hash(hash_key, ring, next) => match key_hash(hash_key, key) {
+                Some(point) => ring.pick(point, n, usable),
+                None => round_robin(next, n, usable),
+            },
+        }
+    }
+
+    /// Counts a first attempt into the retry budget.
+    pub fn deposit(&self) {
+        if self.retry.attempts > 1 {
+            self.budget.deposit();
+        }
+    }
+
+    /// Takes a retry from the budget, if it has one.
+    pub fn withdraw(&self) -> bool {
+        self.budget.withdraw()
+    }
+
+    /// Counts `result` of an attempt on server `index`; ejects it when its
+    /// failures in a row reach `consecutive_failures` and fewer than
+    /// `max_ejected_percent` of the servers are out (one always stays in).
+    /// Returns whether it was ejected now.
+    pub fn record(&self, index: usize, result: AttemptResult) -> bool {
+        let server = &self.servers[index];
+        let ejected = server.record(result, &self.outlier, self.epoch, || {
+            let n = self.servers.len();
+            let out = self
+                .servers
+                .iter()
+                .filter(|s| s.is_ejected(self.epoch))
+                .count();
+            let cap = (n * self.outlier.max_ejected_percent as usize / 100).min(n - 1);
+            out < cap
+        });
+        if ejected {
+            if self.health.is_some() {
+                // Back only once its checks pass again.
+                server.healthy.store(false, Ordering::Relaxed);
+                server.streak.store(0, Ordering::Relaxed);
+            }
+            tracing::warn!(
+                target: "weir::upstream",
+                upstream = %self.name,
+                server = %server.authority,
+                "server ejected after {} failures in a row (last: {})",
+                self.outlier.consecutive_failures,
+                result.as_str()
+            );
+        }
+        ejected
+    }
+
+    /// Whether server `index` is available now (for `/metrics` and `weir check`).
+    pub fn is_available(&self, index: usize) -> bool {
+        self.servers[index].available(self.epoch)
+    }
+
+    fn weighted(&self, current: &Mutex<Vec<i64>>, usable: impl Fn(usize) -> bool) -> Option<usize> {
+        let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut total = 0i64;
+        let mut best: Option<usize> = None;
+        for (i, server) in self.servers.iter().enumerate() {
+            if !usable(i) {
+                continue;
+            }
+            let w = i64::from(server.weight);
+            current[i] += w;
+            total += w;
+            if best.is_none_or(|b| current[i] > current[b]) {
+                best = Some(i);
+            }
+        }
+        let b = best?;
+        current[b] -= total;
+        Some(b)
+    }
+
+    fn least_outstanding(&self, usable: impl Fn(usize) -> bool) -> Option<usize> {
+        let n = self.servers.len();
+        let a = random_below(n);
+        let b = (a + 1 + random_below(n - 1)) % n;
+        let pick = match (usable(a), usable(b)) {
+            (true, true) => {
+                if self.servers[b].load() < self.servers[a].load() {
+                    b
+                } else {
+                    a
+                }
+            }
+            (true, false) => a,
+            (false, true) => b,
+            (false, false) => return (0..n).map(|k| (a + k) % n).find(|&i| usable(i)),
+        };
+        Some(pick)
+    }
+}
+
+fn round_robin(next: &AtomicUsize, n: usize, usable: impl Fn(usize) -> bool) -> Option<usize> {
+    let start = next.fetch_add(1, Ordering::Relaxed);
+    (0..n).map(|k| (start + k) % n).find(|&i| usable(i))
+}
+
+/// The ring point of this request's `key`, if it has one.
+fn key_hash(key: &HashKey, pick: &PickKey<'_>) -> Option<u64> {
+    match key {
+        HashKey::Header(name) => pick.headers.get(name).map(|v| ring::hash(v.as_bytes())),
+        HashKey::Cookie(name) => cookie(pick.headers, name).map(|v| ring::hash(v.as_bytes())),
+        HashKey::ClientAddr => Some(match pick.client.to_canonical() {
+            std::net::IpAddr::V4(v4) => ring::hash(&v4.octets()),
+            std::net::IpAddr::V6(v6) => ring::hash(&v6.octets()),
+        }),
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` fields (RFC 6265 §4.2).
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then(|| v.trim_matches('"'))
+        })
+}
+
+/// A number below `n` (n ≥ 1), from a per-thread xorshift generator.
+fn random_below(n: usize) -> usize {
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(RandomState::new().hash_one(0u64) | 1);
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        ((x >> 32) as usize * n) >> 32
+    })
+}
+
+/// Every group of a proxy, as `/metrics` reads them.
+#[derive(Debug)]
+pub struct Groups(pub Vec<Arc<UpstreamGroup>>);
+
+impl crate::metrics::ServerStates for Groups {
+    fn each_server(&self, f: &mut dyn FnMut(&str, &str, bool)) {
+        for group in &self.0 {
+            for (i, server) in group.servers.iter().enumerate() {
+                f(&group.name, &server.authority, group.is_available(i));
+            }
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! `[[upstream]]`, checked: its servers (`url` or `servers`), `balance`
+//! and `hash_key`, `[upstream.health]`, `[upstream.outlier]` and
+//! `[upstream.retry]`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use http::Uri;
+use toml::Spanned;
+use weir_http::host;
+
+use super::error::{ConfigError, Errors};
+use super::raw::{RawHealth, RawOutlier, RawRetry, RawServerEntry, RawUpstream};
+use super::types::{
+    Balance, HashKey, HealthCheck, OutlierSettings, RetrySettings, ServerSpec, Upstream,
+    UpstreamTarget, UpstreamUrl,
+};
+
+/// Largest `weight`.
+const MAX_WEIGHT: i64 = 1000;
+/// Most servers in one upstream.
+const MAX_SERVERS: usize = 256;
+/// Largest `attempts`.
+const MAX_ATTEMPTS: i64 = 10;
+
+/// `upstream[i]`, checked.
+pub(super) fn upstream(
+    i: usize,
+    up: &Spanned<RawUpstream>,
+    base_dir: &Path,
+    errors: &Errors<'_>,
+) -> Result<Upstream, ConfigError> {
+    let u = up.get_ref();
+    let key = |k: &str| format!("upstream[{i}].{k}");
+    let name = u.name.get_ref();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(errors.at(
+            u.name.span(),
+            key("name"),
+            format!("{name:?}: use letters, digits, '-', '_' and '.' only"),
+        ));
+    }
+    let given = [
+        u.url.as_ref().map(|v| ("url", v.span())),
+        u.servers.as_ref().map(|v| ("servers", v.span())),
+        u.origin.as_ref().map(|v| ("origin", v.span())),
+    ];
+    let mut given = given.into_iter().flatten();
+    let first = given.next();
+    if let Some((second, span)) = given.next() {
+        return Err(errors.at(
+            span,
+            key(second),
+            format!(
+                "give one of `url`, `servers` or `origin`, not both `{}` and `{second}`",
+                first.map_or("", |f| f.0)
+            ),
+        ));
+    }
+    if let Some(root) = u.root.as_ref().filter(|_| u.origin.is_none()) {
+        return Err(errors.at(
+            root.span(),
+            key("root"),
+            "`root` applies only to `origin = \"embedded\"`",
+        ));
+    }
+    let target = if let Some(url) = &u.url {
+        let url = parse_url(url.get_ref()).map_err(|m| errors.at(url.span(), key("url"), m))?;
+        UpstreamTarget::Servers(vec![ServerSpec::one(url)])
+    } else if let Some(servers) = &u.servers {
+        UpstreamTarget::Servers(servers_list(i, servers, errors)?)
+    } else if let Some(origin) = &u.origin {
+        embedded(i, u, origin, base_dir, errors)?
+    } else {
+        return Err(errors.at(
+            up.span(),
+            format!("upstream[{i}]"),
+            "missing `url` (e.g. \"http://127.0.0.1:3000\"), `servers` or `origin = \"embedded\"`",
+        ));
+    };
+    Ok(Upstream {
+        name: name.clone(),
+        target,
+        balance: balance(i, u, errors)?,
+        health: u
+            .health
+            .as_ref()
+            .map(|h| health(i, h, errors))
+            .transpose()?,
+        outlier: outlier(i, &u.outlier, up.span(), errors)?,
+        retry: retry(i, &u.retry, errors)?,
+    })
+}
+
+fn embedded(
+    i: usize,
+    u: &RawUpstream,
+    origin: &Spanned<String>,
+    base_dir: &Path,
+    errors: &Errors<'_>,
+) -> Result<UpstreamTarget, ConfigError> {
+    if origin.get_ref() != "embedded" {
+        return Err(errors.at(
+            origin.span(),
+            format!("upstream[{i}].origin"),
+            format!(
+                "unknown origin {:?}; the only one is \"embedded\"",
+                origin.get_ref()
+            ),
+        ));
+    }
+    let root = u.root.as_ref().map_or("fixtures", |r| r.get_ref().as_str());
+    let root = base_dir.join(root);
+    if !root.is_dir() {
+        let span = u.root.as_ref().map_or(origin.span(), |r| r.span());
+        let shown = std::path::absolute(&root).unwrap_or(root);
+        return Err(errors.at(
+            span,
+            format!("upstream[{i}].root"),
+            format!(
+                "{} is not a directory (a relative root is relative to the config file's directory)",
+                shown.display()
+            ),
+        ));
+    }
+    Ok(UpstreamTarget::Embedded { root })
+}
+
+/// `servers`: at least one, at most [`MAX_SERVERS`], no two alike, one base path.
+fn servers_list(
+    i: usize,
+    servers: &Spanned<Vec<Spanned<RawServerEntry>>>,
+    errors: &Errors<'_>,
+) -> Result<Vec<ServerSpec>, ConfigError> {
+    let list = servers.get_ref();
+    if list.is_empty() || list.len() > MAX_SERVERS {
+        return Err(errors.at(
+            servers.span(),
+            format!("upstream[{i}].servers"),
+            format!("list from 1 to {MAX_SERVERS} servers"),
+        ));
+    }
+    let mut out: Vec<ServerSpec> = Vec::with_capacity(list.len());
+    for (j, entry) in list.iter().enumerate() {
+        let e = entry.get_ref();
+        let key = |k: &str| format!("upstream[{i}].servers[{j}]{k}");
+        let url_span = if e.url.span() == (0..0) {
+            entry.span()
+        } else {
+            e.url.span()
+        };
+        let url =
+            parse_url(e.url.get_ref()).map_err(|m| errors.at(url_span.clone(), key(""), m))?;
+        if let Some(dup) = out.iter().find(|s| s.url.authority == url.authority) {
+            return Err(errors.at(
+                url_span,
+                key(""),
+                format!("{} is listed twice", dup.url.authority),
+            ));
+        }
+        if let Some(first) = out.first()
+            && first.url.base_path != url.base_path
+        {
+            return Err(errors.at(
+                url_span,
+                key(""),
+                format!(
+                    "base path {:?} differs from the first server's {:?}; every server of an upstream serves the same paths",
+                    url.base_path, first.url.base_path
+                ),
+            ));
+        }
+        let weight = match &e.weight {
+            Some(w) => in_range(w, 1, MAX_WEIGHT, key(".weight"), errors)? as u32,
+            None => 1,
+        };
+        let max_connections = e
+            .max_connections
+            .as_ref()
+            .map(|m| in_range(m, 1, i64::from(u32::MAX), key(".max_connections"), errors))
+            .transpose()?
+            .map(|m| m as u32);
+        out.push(ServerSpec {
+            url,
+            weight,
+            max_connections,
+        });
+    }
+    Ok(out)
+}
+
+fn balance(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Balance, ConfigError> {
+    let name = u
+        .balance
+        .as_ref()
+        .map_or("round_robin", |b| b.get_ref().as_str());
+    let span = u.balance.as_ref().map_or(0..0, Spanned::span);
+    let balance = match name {
+        "round_robin" => Balance::RoundRobin,
+        "least_outstanding" => Balance::LeastOutstanding,
+        "hash" => {
+            let Some(k) = &u.hash_key else {
+                return Err(errors.at(
+                    span,
+                    format!("upstream[{i}].hash_key"),
+                    "`balance = \"hash\"` needs `hash_key`: \"header:<name>\", \"cookie:<name>\" or \"client_addr\"",
+                ));
+            };
+            Balance::Hash(
+                hash_key(k.get_ref())
+                    .map_err(|m| errors.at(k.span(), format!("upstream[{i}].hash_key"), m))?,
+            )
+        }
+        other => {
+            return Err(errors.at(
+                span,
+                format!("upstream[{i}].balance"),
+                format!(
+                    "unknown policy {other:?}; use \"round_robin\", \"least_outstanding\" or \"hash\""
+                ),
+            ));
+        }
+    };
+    if let (Some(k), false) = (&u.hash_key, matches!(balance, Balance::Hash(_))) {
+        return Err(errors.at(
+            k.span(),
+            format!("upstream[{i}].hash_key"),
+            "`hash_key` applies only to `balance = \"hash\"`",
+        ));
+    }
+    Ok(balance)
+}
+
+fn hash_key(text: &str) -> Result<HashKey, String> {
+    if text == "client_addr" {
+        return Ok(HashKey::ClientAddr);
+    }
+    if let Some(name) = text.strip_prefix("header:") {
+        return http::HeaderName::from_bytes(name.as_bytes())
+            .map(HashKey::Header)
+            .map_err(|_| format!("{name:?} is not a header field name"));
+    }
+    if let Some(name) = text.strip_prefix("cookie:") {
+        if name.is_empty() || !weir_http::token::is_token(name) {
+            return Err(format!("{name:?} is not a cookie name"));
+        }
+        return Ok(HashKey::Cookie(name.to_owned()));
+    }
+    Err(format!(
+        "{text:?}: use \"header:<name>\", \"cookie:<name>\" or \"client_addr\""
+    ))
+}
+
+fn health(
+    i: usize,
+    table: &Spanned<RawHealth>,
+    errors: &Errors<'_>,
+) -> Result<HealthCheck, ConfigError> {
+    let h = table.get_ref();
+    let key = |k: &str| format!("upstream[{i}].health.{k}");
+    let path = h.path.get_ref();
+    if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+        return Err(errors.at(
+            h.path.span(),
+            key("path"),
+            format!("{path:?}: give a path starting with '/' (a query may follow)"),
+        ));
+    }
+    let expect = match &h.expect_status {
+        Some(e) => {
+            statuses(e.get_ref()).map_err(|m| errors.at(e.span(), key("expect_status"), m))?
+        }
+        None => vec![(200, 399)],
+    };
+    positive(h.interval, &key("interval"), table.span(), errors)?;
+    positive(h.timeout, &key("timeout"), table.span(), errors)?;
+    Ok(HealthCheck {
+        path: path.clone(),
+        interval: h.interval,
+        timeout: h.timeout,
+        expect,
+        rise: in_range(&h.rise, 1, 100, key("rise"), errors)? as u32,
+        fall: in_range(&h.fall, 1, 100, key("fall"), errors)? as u32,
+    })
+}
+
+/// `"200,204,300-399"` as inclusive ranges of statuses 100..=599.
+fn statuses(text: &str) -> Result<Vec<(u16, u16)>, String> {
+    let code = |s: &str| {
+        s.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (100..=599).contains(c))
+            .ok_or_else(|| format!("{:?} is not a status from 100 to 599", s.trim()))
+    };
+    text.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (code(lo)?, code(hi)?);
+                if lo > hi {
+                    return Err(format!("{lo}-{hi}: the range is empty"));
+                }
+                Ok((lo, hi))
+            }
+            None => code(part).map(|c| (c, c)),
+        })
+        .collect()
+}
+
+fn outlier(
+    i: usize,
+    o: &RawOutlier,
+    span: std::ops::Range<usize>,
+    errors: &Errors<'_>,
+) -> Result<OutlierSettings, ConfigError> {
+    let key = |k: &str| format!("upstream[{i}].outlier.{k}");
+    positive(o.base_ejection, &key("base_ejection"), span.clone(), errors)?;
+    if o.max_ejection < o.base_ejection {
+        return Err(errors.at(
+            span,
+            key("max_ejection"),
+            "must be at least `base_ejection`",
+        ));
+    }
+    Ok(OutlierSettings {
+        consecutive_failures: in_range(
+            &o.consecutive_failures,
+            0,
+            1000,
+            key("consecutive_failures"),
+            errors,
+        )? as u32,
+        base_ejection: o.base_ejection,
+        max_ejection: o.max_ejection,
+        max_ejected_percent: in_range(
+            &o.max_ejected_percent,
+            0,
+            100,
+            key("max_ejected_percent"),
+            errors,
+        )? as u32,
+    })
+}
+
+fn retry(i: usize, r: &RawRetry, errors: &Errors<'_>) -> Result<RetrySettings, ConfigError> {
+    let key = |k: &str| format!("upstream[{i}].retry.{k}");
+    Ok(RetrySettings {
+        attempts: in_range(&r.attempts, 1, MAX_ATTEMPTS, key("attempts"), errors)? as u32,
+        body_bytes: in_range(
+            &r.retry_body_bytes,
+            0,
+            i64::MAX,
+            key("retry_body_bytes"),
+            errors,
+        )? as u64,
+        budget_percent: in_range(&r.budget_percent, 0, 100, key("budget_percent"), errors)? as u32,
+        min_per_second: in_range(
+            &r.min_retries_per_second,
+            0,
+            100_000,
+            key("min_retries_per_second"),
+            errors,
+        )? as u32,
+    })
+}
+
+fn in_range(
+    v: &Spanned<i64>,
+    min: i64,
+    max: i64,
+    key: String,
+    errors: &Errors<'_>,
+) -> Result<i64, ConfigError> {
+    let n = *v.get_ref();
+    if n < min || n > max {
+        return Err(errors.at(
+            v.span(),
+            key,
+            format!("{n} is out of range: expected {min} to {max}"),
+        ));
+    }
+    Ok(n)
+}
+
+/// Durations carry no span of their own: an error points at `span`, the table.
+fn positive(
+    d: Duration,
+    key: &str,
+    span: std::ops::Range<usize>,
+    errors: &Errors<'_>,
+) -> Result<(), ConfigError> {
+    if d.is_zero() {
+        return Err(errors.at(span, key, "must be longer than 0 s"));
+    }
+    Ok(())
+}
+
+fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
+    // The http crate drops a fragment without a word; refuse it instead.
+    if text.contains('#') {
+        return Err(format!(
+            "{text:?}: an upstream URL cannot carry a fragment ('#')"
+        ));
+    }
+    let uri: Uri = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some(other) => {
+            return Err(format!(
+                "scheme {other:?} is not supported for upstreams yet; use http://"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{text:?} has no scheme; write it like \"http://127.0.0.1:3000\""
+            ));
+        }
+    }
+    let Some(authority) = uri.authority().cloned() else {
+        return Err(format!("{text:?} has no host"));
+    };
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "{text:?}: user info in upstream URLs is not supported"
+        ));
+    }
+    if let Some(port) = host::port(authority.as_str()) {
+        match port.parse::<u16>() {
+            Ok(0) => return Err(format!("{text:?}: port 0 is not a port to connect to")),
+            Ok(_) => {}
+            Err(_) => {
+                return Err(format!(
+                    "{text:?}: port {port:?} is not a number from 1 to 65535"
+                ));
+            }
+        }
+    }
+    if uri.query().is_some() {
+        return Err(format!("{text:?}: an upstream URL cannot carry a query"));
+    }
+    let base_path = uri.path().trim_end_matches('/').to_owned();
+    Ok(UpstreamUrl {
+        scheme: http::uri::Scheme::HTTP,
+        authority,
+        base_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{Balance, Config, HashKey, UpstreamTarget};
+
+    fn parse(upstream: &str) -> Result<Config, String> {
+        let text =
+            format!("[[upstream]]\nname = \"app\"\n{upstream}\n\n[[route]]\nupstream = \"app\"\n");
+        Config::parse(&text, "t.toml", Path::new(".")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn servers_weights_and_policies() {
+        let c = parse(
+            "servers = [\"http://10.0.0.1:80\", { url = \"http://10.0.0.2:80\", weight = 3, max_connections = 8 }]\n\
+             balance = \"hash\"\nhash_key = \"cookie:session\"\n\
+             [upstream.health]\npath = \"/healthz?deep=1\"\nexpect_status = \"200,204,300-399\"\n\
+             [upstream.retry]\nattempts = 3\n",
+        )
+        .expect("valid");
+        let u = &c.upstreams[0];
+        let UpstreamTarget::Servers(s) = &u.target else {
+            panic!("servers");
+        };
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].weight, s[1].weight, s[1].max_connections),
+            (1, 3, Some(8))
+        );
+        assert_eq!(u.balance, Balance::Hash(HashKey::Cookie("session".into())));
+        let h = u.health.as_ref().expect("health");
+        assert_eq!(h.expect, vec![(200, 200), (204, 204), (300, 399)]);
+        assert_eq!((h.rise, h.fall), (2, 3));
+        assert_eq!(u.retry.attempts, 3);
+        assert_eq!(u.outlier.consecutive_failures, 5);
+    }
+
+    #[test]
+    fn bad_groups_name_the_file_line_and_key() {
+        for (text, line, key) in [
+            (
+                "url = \"http://a:1\"\nservers = [\"http://b:1\"]",
+                4,
+                "upstream[0].servers",
+            ),
+            ("servers = []", 3, "upstream[0].servers"),
+            (
+                "servers = [\"http://a:1\", \"http://a:1\"]",
+                3,
+                "upstream[0].servers[1]",
+            ),
+            (
+                "servers = [\"http://a:1/x\", \"http://b:1/y\"]",
+                3,
+                "upstream[0].servers[1]",
+            ),
+            (
+                "servers = [{ url = \"http://a:1\", weight = 0 }]",
+                3,
+                "upstream[0].servers[0].weight",
+            ),
+            (
+                "servers = [{ url = \"http://a:1\", wieght = 2 }]",
+                3,
+                "wieght",
+            ),
+            ("servers = [7]", 3, "upstream[0].servers"),
+            (
+                "url = \"http://a:1\"\nbalance = \"random\"",
+                4,
+                "upstream[0].balance",
+            ),
+            (
+                "url = \"http://a:1\"\nbalance = \"hash\"",
+                4,
+                "upstream[0].hash_key",
+            ),
+            (
+                "url = \"http://a:1\"\nbalance = \"hash\"\nhash_key = \"query:x\"",
+                5,
+                "upstream[0].hash_key",
+            ),
+            (
+                "url = \"http://a:1\"\nhash_key = \"client_addr\"",
+                4,
+                "upstream[0].hash_key",
+            ),
+            (
+                "url = \"http://a:1\"\n[upstream.health]\npath = \"healthz\"",
+                5,
+                "upstream[0].health.path",
+            ),
+            (
+                "url = \"http://a:1\"\n[upstream.health]\npath = \"/h\"\nexpect_status = \"200-100\"",
+                6,
+                "expect_status",
+            ),
+            (
+                "url = \"http://a:1\"\n[upstream.retry]\nattempts = 11",
+                5,
+                "upstream[0].retry.attempts",
+            ),
+            (
+                "url = \"http://a:1\"\n[upstream.outlier]\nmax_ejected_percent = 101",
+                5,
+                "max_ejected_percent",
+            ),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert!(e.starts_with(&format!("t.toml:{line}:")), "{text}: {e}");
+            assert!(e.contains(key), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Opening one upstream connection: name resolution, TCP connect under the
+//! connect deadline, `TCP_NODELAY`, the connection counted, the HTTP/1.1
+//! handshake, and the connection's task spawned.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use super::error::UpstreamError;
+use crate::body::request::RequestBody;
+use crate::counted::Counted;
+
+/// The sending half of one HTTP/1.1 upstream connection.
+pub(crate) type Sender = http1::SendRequest<RequestBody>;
+
+/// Where a pool connects: the host and port of its authority.
+#[derive(Debug)]
+pub(crate) struct Dial {
+    /// The host as the URI gives it (brackets of an IPv6 literal removed).
+    pub host: String,
+    /// The port (80 when the URI gives none).
+    pub port: u16,
+    /// The whole connect deadline (resolution and every address tried).
+    pub timeout: Duration,
+}
+
+impl Dial {
+    /// Resolves, connects and handshakes; `counted` wraps the socket so the
+    /// connection is counted for as long as it lives.
+    ///
+    /// # Errors
+    /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`]
+    /// or [`UpstreamError::Connect`], naming `authority`.
+    pub async fn open(
+        &self,
+        authority: &str,
+        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+    ) -> Result<Sender, UpstreamError> {
+        let stream = match tokio::time::timeout(self.timeout, self.tcp()).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => return Err(self.connect_error(&e, authority)),
+            Err(_) => {
+                return Err(UpstreamError::ConnectTimeout {
+                    authority: authority.to_owned(),
+                    ms: self.timeout.as_millis() as u64,
+                });
+            }
+        };
+        // Small requests and responses must not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let io = counted(TokioIo::new(stream));
+        let (sender, conn) =
+            http1::Builder::new()
+                .handshake(io)
+                .await
+                .map_err(|e| UpstreamError::Connect {
+                    authority: authority.to_owned(),
+                    detail: super::error::error_chain(&e),
+                })?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(target: "weir::upstream", "upstream connection ended: {e}");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// The first address that accepts, in resolution order.
+    async fn tcp(&self) -> io::Result<TcpStream> {
+        if let Ok(ip) = self.host.parse::<IpAddr>() {
+            return TcpStream::connect(SocketAddr::new(ip, self.port)).await;
+        }
+        let mut last = None;
+        for addr in tokio::net::lookup_host((self.host.as_str(), self.port)).await? {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address")
+        }))
+    }
+}
+
+impl Dial {
+    fn connect_error(&self, err: &io::Error, authority: &str) -> UpstreamError {
+        let authority = authority.to_owned();
+        match err.kind() {
+            io::ErrorKind::ConnectionRefused => UpstreamError::ConnectRefused { authority },
+            // The kernel's own deadline (SYN retries) ran out first.
+            io::ErrorKind::TimedOut => UpstreamError::ConnectTimeout {
+                authority,
+                ms: self.timeout.as_millis() as u64,
+            },
+            _ => UpstreamError::Connect {
+                authority,
+                detail: err.to_string(),
+            },
+        }
+    }
+}

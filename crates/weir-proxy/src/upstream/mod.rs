@@ -1,0 +1,224 @@
+//! The upstream client: a pool of HTTP/1.1 connections per upstream
+//! server over hyper's connection API, its deadlines, and the
+//! classification of its failures into 502 and 504.
+
+mod body;
+mod connect;
+mod error;
+mod pool;
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri, header};
+use weir_stream::body::HttpBodySource;
+
+pub use body::PooledBody;
+use error::caused_by_lag;
+pub use error::{UpstreamError, error_chain};
+pub(crate) use pool::ServerPool;
+
+use crate::body::idle::IdleTimeout;
+use crate::body::request::RequestBody;
+use crate::config::ClientSettings;
+use crate::counted::ConnectionCounts;
+
+/// An upstream response body as the proxy reads it: through hyper's body
+/// adapter, under the body idle timeout.
+pub type UpstreamBody = IdleTimeout<HttpBodySource<PooledBody>>;
+
+/// A pooled HTTP/1.1 client for all upstreams: one server pool
+/// per upstream authority, made on first use and kept.
+#[derive(Debug, Clone)]
+pub struct UpstreamClient {
+    pools: Arc<RwLock<HashMap<String, Arc<ServerPool>>>>,
+    settings: ClientSettings,
+    counts: Arc<ConnectionCounts>,
+}
+
+impl UpstreamClient {
+    /// Builds the client. Idle connections expire after
+    /// `pool_idle_timeout` (a reaper task per server closes them).
+    pub fn new(settings: &ClientSettings) -> Self {
+        UpstreamClient {
+            pools: Arc::default(),
+            settings: settings.clone(),
+            counts: Arc::new(ConnectionCounts::default()),
+        }
+    }
+
+    /// Live upstream connections (pooled idle ones included), counted
+    /// exactly: each connection decrements the count when it is dropped.
+    pub fn connections(&self) -> &Arc<ConnectionCounts> {
+        &self.counts
+    }
+
+    /// Sends `req` (with an absolute `http://` URI; a `Host` field is added
+    /// from it when the request has none) and waits for the response head.
+    /// The request is written in origin form (RFC 9112 §3.2.1).
+    ///
+    /// A request that a pooled connection could not take (it closed while
+    /// idle, before anything was written) goes out on another connection.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request; its connection is closed,
+    /// not returned to the pool.
+    ///
+    /// # Errors
+    /// An [`UpstreamError`] saying what failed; its [`UpstreamError::status`]
+    /// is the status to answer with.
+    pub async fn send(
+        &self,
+        req: Request<RequestBody>,
+    ) -> Result<Response<PooledBody>, UpstreamError> {
+        let (parts, body) = req.into_parts();
+        let pool = match parts.uri.authority() {
+            Some(authority) if parts.uri.scheme() == Some(&Scheme::HTTP) => self.pool(authority),
+            _ => {
+                return Err(UpstreamError::Connect {
+                    authority: parts.uri.to_string(),
+                    detail: "only absolute http:// upstream URIs are supported".to_owned(),
+                });
+            }
+        };
+        let set_host = !parts.headers.contains_key(header::HOST);
+        self.send_on(&pool, Request::from_parts(parts, body), set_host)
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// Sends `req` on a connection of `pool` (its URI made origin form;
+    /// with `set_host`, its `Host` field set to the server's authority) and
+    /// waits for the response head, at most `response_header_timeout`.
+    ///
+    /// # Errors
+    /// A [`SendFailure`]: what failed and, when nothing of the request was
+    /// written (the connection could not be made), the request itself,
+    /// intact, for another server.
+    pub(crate) async fn send_on(
+        &self,
+        pool: &Arc<ServerPool>,
+        req: Request<RequestBody>,
+        set_host: bool,
+    ) -> Result<Response<PooledBody>, SendFailure> {
+        let (mut parts, body) = req.into_parts();
+        if set_host {
+            parts
+                .headers
+                .insert(header::HOST, pool.host_field().clone());
+        }
+        if parts.uri.scheme().is_some() {
+            parts.uri = origin_form(std::mem::take(&mut parts.uri));
+        }
+        let req = Request::from_parts(parts, body);
+        let deadline = self.settings.response_header_timeout;
+        match tokio::time::timeout(deadline, exchange(pool, req)).await {
+            Ok(sent) => sent,
+            Err(_) => Err(SendFailure {
+                error: UpstreamError::ResponseHeaderTimeout {
+                    authority: pool.authority().to_owned(),
+                    ms: deadline.as_millis() as u64,
+                },
+                unsent: None,
+            }),
+        }
+    }
+
+    /// The pool of `authority` (an `http` URL's), made on first use and
+    /// kept: the servers of upstream groups resolve theirs once.
+    pub(crate) fn pool(&self, authority: &Authority) -> Arc<ServerPool> {
+        let key = authority.as_str();
+        if let Some(pool) = self
+            .pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+        {
+            return Arc::clone(pool);
+        }
+        let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(
+            pools
+                .entry(key.to_owned())
+                .or_insert_with(|| ServerPool::new(authority, &self.settings, &self.counts)),
+        )
+    }
+}
+
+/// A request that got no response.
+#[derive(Debug)]
+pub struct SendFailure {
+    /// What failed.
+    pub error: UpstreamError,
+    /// The request, when none of it was written.
+    pub unsent: Option<Request<RequestBody>>,
+}
+
+/// One exchange on `pool`: on an idle connection when one is ready, else on
+/// a new one.
+async fn exchange(
+    pool: &Arc<ServerPool>,
+    mut req: Request<RequestBody>,
+) -> Result<Response<PooledBody>, SendFailure> {
+    let failed = |error| SendFailure {
+        error,
+        unsent: None,
+    };
+    while let Some(mut sender) = pool.take_idle() {
+        match sender.try_send_request(req).await {
+            Ok(resp) => return Ok(resp.map(|body| PooledBody::new(body, pool, sender))),
+            Err(mut e) => match e.take_message() {
+                // Not written: the connection closed while idle.
+                Some(unsent) => req = unsent,
+                None => return Err(failed(request_error(e.error(), pool))),
+            },
+        }
+    }
+    let mut sender = match pool.connect().await {
+        Ok(sender) => sender,
+        Err(error) => {
+            return Err(SendFailure {
+                error,
+                unsent: Some(req),
+            });
+        }
+    };
+    match sender.try_send_request(req).await {
+        Ok(resp) => Ok(resp.map(|body| PooledBody::new(body, pool, sender))),
+        Err(mut e) => {
+            let error = request_error(e.error(), pool);
+            Err(SendFailure {
+                error,
+                unsent: e.take_message(),
+            })
+        }
+    }
+}
+
+/// `uri` without its scheme and authority: `/path?query`.
+fn origin_form(uri: Uri) -> Uri {
+    let mut parts = uri.into_parts();
+    parts.scheme = None;
+    parts.authority = None;
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(PathAndQuery::from_static("/"));
+    }
+    Uri::from_parts(parts).unwrap_or_else(|_| Uri::from_static("/"))
+}
+
+/// A failure after the connection was open.
+fn request_error(err: &hyper::Error, pool: &ServerPool) -> UpstreamError {
+    let authority = pool.authority().to_owned();
+    if caused_by_lag(err) {
+        UpstreamError::BodyDetached { authority }
+    } else {
+        UpstreamError::Request {
+            authority,
+            detail: error_chain(err),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

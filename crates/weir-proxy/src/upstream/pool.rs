@@ -1,0 +1,188 @@
+//! One upstream server's idle connections.
+//!
+//! A connection is checked out for one exchange and comes back only when
+//! its response body was read to the end ([`super::body::PooledBody`]);
+//! a body dropped half-read drops the connection with it, so hyper closes
+//! it instead of pooling it mid-message. Idle connections are used last in,
+//! first out, at most `pool_max_idle_per_host` are kept, and a reaper task
+//! closes those idle for longer than `pool_idle_timeout`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use http::HeaderValue;
+use http::uri::Authority;
+
+use super::connect::{Dial, Sender};
+use super::error::UpstreamError;
+use crate::config::ClientSettings;
+use crate::counted::{ConnectionCounts, Counted, Counter};
+
+/// The reaper never wakes more often than this.
+const MIN_REAP_INTERVAL: Duration = Duration::from_millis(10);
+
+/// One upstream server (`host:port`): its idle connections and how to open
+/// new ones.
+#[derive(Debug)]
+pub(crate) struct ServerPool {
+    /// `host:port` as the upstream URL gives it, for errors and counts.
+    authority: String,
+    /// The `Host` field sent when a request carries none (RFC 9112 §3.2:
+    /// the authority, without the port when it is the default 80).
+    host: HeaderValue,
+    dial: Dial,
+    counts: Arc<ConnectionCounts>,
+    live: Counter,
+    idle: Mutex<Vec<Idle>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+    reaper_started: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Idle {
+    sender: Sender,
+    since: Instant,
+}
+
+impl ServerPool {
+    /// A pool for `authority` (an `http` URL's), counting its connections
+    /// into `counts`.
+    pub fn new(
+        authority: &Authority,
+        settings: &ClientSettings,
+        counts: &Arc<ConnectionCounts>,
+    ) -> Arc<ServerPool> {
+        let port = authority.port_u16().unwrap_or(80);
+        let host = authority.host();
+        let host_field = if authority.port_u16() == Some(80) {
+            host
+        } else {
+            authority.as_str()
+        };
+        Arc::new(ServerPool {
+            authority: authority.as_str().to_owned(),
+            // An `Authority` holds only bytes a field value may hold.
+            host: HeaderValue::from_str(host_field)
+                .unwrap_or_else(|_| HeaderValue::from_static("")),
+            dial: Dial {
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+                port,
+                timeout: settings.connect_timeout,
+            },
+            counts: Arc::clone(counts),
+            live: counts.counter(authority.as_str()),
+            idle: Mutex::new(Vec::new()),
+            max_idle: settings.pool_max_idle_per_host,
+            idle_timeout: settings.pool_idle_timeout,
+            reaper_started: AtomicBool::new(false),
+        })
+    }
+
+    /// `host:port`, as the upstream URL gives it.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The `Host` field for requests that carry none.
+    pub fn host_field(&self) -> &HeaderValue {
+        &self.host
+    }
+
+    /// The most recently used idle connection that is still open and
+    /// ready; expired and closed ones met on the way are dropped.
+    pub fn take_idle(&self) -> Option<Sender> {
+        let now = Instant::now();
+        let mut idle = self.lock();
+        while let Some(conn) = idle.pop() {
+            if conn.sender.is_ready() && now.duration_since(conn.since) < self.idle_timeout {
+                return Some(conn.sender);
+            }
+        }
+        None
+    }
+
+    /// Opens a new connection.
+    ///
+    /// # Errors
+    /// The connect failure, as [`Dial::open`] gives it.
+    pub async fn connect(&self) -> Result<Sender, UpstreamError> {
+        let counts = &self.counts;
+        let live = &self.live;
+        self.dial
+            .open(&self.authority, |io| Counted::new(io, counts.guard(live)))
+            .await
+    }
+
+    /// Takes back a connection whose exchange ended cleanly. One that is
+    /// not ready yet (hyper has not finished the exchange on its side) is
+    /// waited for by a small task, at most `pool_idle_timeout`.
+    pub fn put_back(self: &Arc<Self>, mut sender: Sender) {
+        if sender.is_closed() || self.max_idle == 0 {
+            return;
+        }
+        if sender.is_ready() {
+            self.push(sender);
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let pool = Arc::clone(self);
+        runtime.spawn(async move {
+            let ready = tokio::time::timeout(pool.idle_timeout, sender.ready()).await;
+            if let Ok(Ok(())) = ready {
+                pool.push(sender);
+            }
+        });
+    }
+
+    fn push(self: &Arc<Self>, sender: Sender) {
+        {
+            let mut idle = self.lock();
+            if idle.len() >= self.max_idle {
+                return;
+            }
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+            });
+        }
+        if !self.reaper_started.swap(true, Ordering::AcqRel)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let every = (self.idle_timeout / 2).max(MIN_REAP_INTERVAL);
+            runtime.spawn(reap(Arc::downgrade(self), every));
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Idle>> {
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Every `every`, drops the idle connections that expired or closed, until
+/// the pool itself is dropped.
+async fn reap(pool: Weak<ServerPool>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(pool) = pool.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let expired: Vec<Idle> = {
+            let mut idle = pool.lock();
+            let (keep, expired) = std::mem::take(&mut *idle).into_iter().partition(|c| {
+                !c.sender.is_closed() && now.duration_since(c.since) < pool.idle_timeout
+            });
+            *idle = keep;
+            expired
+        };
+        // Closed outside the lock.
+        drop(expired);
+    }
+}
