@@ -79,17 +79,28 @@ fn group_config(servers: &[SocketAddr], upstream_extra: &str) -> String {
     ))
 }
 
-async fn get_text(
-    client: &hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        Full<Bytes>,
-    >,
-    url: &str,
-) -> (u16, String) {
+type Client = hyper_util::client::legacy::Client<
+    hyper_util::client::legacy::connect::HttpConnector,
+    Full<Bytes>,
+>;
+
+async fn get_text(client: &Client, url: &str) -> (u16, String) {
     let resp = client.get(url.parse().unwrap()).await.expect("response");
     let status = resp.status().as_u16();
     let body = resp.into_body().collect().await.expect("body").to_bytes();
     (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// GETs `url` every 20 ms until it answers `status` or 5 s pass; the last answer.
+async fn until_status(client: &Client, url: &str, status: u16) -> (u16, String) {
+    let start = Instant::now();
+    loop {
+        let last = get_text(client, url).await;
+        if last.0 == status || start.elapsed() > Duration::from_secs(5) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,26 +242,11 @@ async fn no_healthy_server_answers_503() {
     ))
     .await;
     let client = client(false);
-    let start = Instant::now();
-    let mut last = (0, String::new());
-    while start.elapsed() < Duration::from_secs(5) {
-        last = get_text(&client, &proxy.url("/x")).await;
-        if last.0 == 503 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let last = until_status(&client, &proxy.url("/x"), 503).await;
     assert_eq!(last.0, 503, "{last:?}");
     assert!(last.1.contains("no upstream server"), "{last:?}");
     // Healthy again after one passing check.
     health.store(200, Ordering::SeqCst);
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(5) {
-        last = get_text(&client, &proxy.url("/x")).await;
-        if last.0 == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let last = until_status(&client, &proxy.url("/x"), 200).await;
     assert_eq!(last.0, 200, "{last:?}");
 }

@@ -39,6 +39,9 @@ pub struct UpstreamGroup {
     pub(crate) outlier: OutlierSettings,
     pub(crate) retry: RetrySettings,
     pub(crate) health: Option<HealthCheck>,
+    /// Whether a failed attempt can go to another server: `attempts` above
+    /// 1 and at least two servers. Without it, no retry budget is kept.
+    pub(crate) can_retry: bool,
     budget: RetryBudget,
     /// `weir_upstream_retries_total{result="retried"}` of this upstream.
     pub(crate) retried: Counter,
@@ -92,6 +95,7 @@ impl UpstreamGroup {
         };
         let [retried, retry_budget_exhausted] = retry_counters;
         UpstreamGroup {
+            can_retry: retry.attempts > 1 && servers.len() > 1,
             name,
             policy,
             retried,
@@ -125,9 +129,9 @@ impl UpstreamGroup {
         }
     }
 
-    /// Counts a first attempt into the retry budget.
+    /// Counts a first attempt into the retry budget (when retries are possible).
     pub fn deposit(&self) {
-        if self.retry.attempts > 1 {
+        if self.can_retry {
             self.budget.deposit();
         }
     }

@@ -69,6 +69,15 @@ fn group(weights: &[u32], balance: Balance, outlier: OutlierSettings) -> Upstrea
     )
 }
 
+/// A group balancing by the hash of field `name`.
+fn hashed(weights: &[u32], name: &http::HeaderName, outlier: OutlierSettings) -> UpstreamGroup {
+    group(
+        weights,
+        Balance::Hash(HashKey::Header(name.clone())),
+        outlier,
+    )
+}
+
 fn key(headers: &HeaderMap) -> PickKey<'_> {
     PickKey {
         headers,
@@ -119,16 +128,8 @@ fn least_outstanding_spreads_evenly_and_avoids_the_busy_server() {
 #[test]
 fn hashing_keeps_a_key_on_one_server_and_moves_about_a_share_when_one_is_added() {
     let name = http::HeaderName::from_static("x-user");
-    let three = group(
-        &[1, 1, 1],
-        Balance::Hash(HashKey::Header(name.clone())),
-        outlier(5, 50),
-    );
-    let four = group(
-        &[1, 1, 1, 1],
-        Balance::Hash(HashKey::Header(name.clone())),
-        outlier(5, 50),
-    );
+    let three = hashed(&[1, 1, 1], &name, outlier(5, 50));
+    let four = hashed(&[1, 1, 1, 1], &name, outlier(5, 50));
     let owner = |g: &UpstreamGroup, user: usize| {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -165,11 +166,7 @@ fn hashing_keeps_a_key_on_one_server_and_moves_about_a_share_when_one_is_added()
 #[test]
 fn a_hashed_key_skips_its_owner_when_it_is_out() {
     let name = http::HeaderName::from_static("x-user");
-    let g = group(
-        &[1, 1, 1],
-        Balance::Hash(HashKey::Header(name.clone())),
-        outlier(1, 50),
-    );
+    let g = hashed(&[1, 1, 1], &name, outlier(1, 50));
     let mut headers = HeaderMap::new();
     headers.insert(&name, HeaderValue::from_static("alice"));
     let owner = g.pick(&key(&headers), &[]).expect("pick");

@@ -50,11 +50,7 @@ impl Exchange<'_> {
         let (mut parts, body) = req.into_parts();
         drop(body);
         parts.method = Method::GET;
-        let key = crate::balance::PickKey {
-            headers: &parts.headers,
-            client: self.downstream.addr.ip(),
-        };
-        let Some(server) = self.target.upstream.group.pick(&key, &[]) else {
+        let Some(server) = self.pick_server(&parts.headers, &[]) else {
             return;
         };
         if self.upstream_head(&mut parts, server).is_err() {

@@ -90,6 +90,16 @@ impl<'p> Exchange<'p> {
         }
     }
 
+    /// A server of the request's upstream for an attempt, by the group's
+    /// policy, skipping those in `tried`; `None` when none is available.
+    pub(crate) fn pick_server(&self, headers: &http::HeaderMap, tried: &[usize]) -> Option<usize> {
+        let key = crate::balance::PickKey {
+            headers,
+            client: self.downstream.addr.ip(),
+        };
+        self.target.upstream.group.pick(&key, tried)
+    }
+
     /// A local answer, logged as this request.
     pub(crate) fn answer(self, local: local::Local) -> Response<ResponseBody> {
         local::answer(self.record, local, self.head_only)

@@ -24,7 +24,7 @@ use super::context::Exchange;
 use super::local::Local;
 use super::sent::Sent;
 use crate::access_log::ClientBodyFailure;
-use crate::balance::{AttemptResult, PickKey};
+use crate::balance::AttemptResult;
 use crate::body::request::RequestBody;
 use crate::metrics::InFlight;
 use crate::outcome::Outcome;
@@ -87,10 +87,10 @@ impl Exchange<'_> {
         // `Host` is absent unless the route preserves the client's: then
         // each server gets its own authority.
         let set_host = !req.headers().contains_key(header::HOST);
-        let retries = group.retry.attempts > 1 && group.servers.len() > 1;
-        let copy =
-            (retries && req.method().is_idempotent() && matches!(req.body(), Either::Right(_)))
-                .then(|| HeadCopy::of(&req));
+        let copy = (group.can_retry
+            && req.method().is_idempotent()
+            && matches!(req.body(), Either::Right(_)))
+        .then(|| HeadCopy::of(&req));
         let mut tried = [usize::MAX; MAX_ATTEMPTS];
         let mut server = self.server;
         for n in 0..MAX_ATTEMPTS {
@@ -125,11 +125,7 @@ impl Exchange<'_> {
             let Some(again) = again.filter(|_| n + 1 < group.retry.attempts as usize) else {
                 return Err(error);
             };
-            let key = PickKey {
-                headers: again.headers(),
-                client: self.downstream.addr.ip(),
-            };
-            let Some(next) = group.pick(&key, &tried[..=n]) else {
+            let Some(next) = self.pick_server(again.headers(), &tried[..=n]) else {
                 return Err(error);
             };
             if !group.withdraw() {

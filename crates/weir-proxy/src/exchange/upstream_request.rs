@@ -13,7 +13,6 @@ use super::context::Exchange;
 use super::local::Local;
 use super::mirror_hook;
 use crate::access_log::RequestTally;
-use crate::balance::PickKey;
 use crate::body::idle::IdleTimeout;
 use crate::body::request::{RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
@@ -35,12 +34,8 @@ impl Exchange<'_> {
         req: Request<Incoming>,
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
-        let group = &self.target.upstream.group;
-        let key = PickKey {
-            headers: &parts.headers,
-            client: self.downstream.addr.ip(),
-        };
-        let Some(server) = group.pick(&key, &[]) else {
+        let Some(server) = self.pick_server(&parts.headers, &[]) else {
+            let group = &self.target.upstream.group;
             let reason = format!("no server of upstream {:?} is available", group.name);
             tracing::warn!(target: "weir::proxy", upstream = %group.name, status = 503, "{reason}");
             self.record.reason = Some(reason);

@@ -85,9 +85,7 @@ impl Dial {
             io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address")
         }))
     }
-}
 
-impl Dial {
     fn connect_error(&self, err: &io::Error, authority: &str) -> UpstreamError {
         let authority = authority.to_owned();
         match err.kind() {

@@ -156,42 +156,36 @@ pub struct SendFailure {
 }
 
 /// One exchange on `pool`: on an idle connection when one is ready, else on
-/// a new one.
+/// a new one. A request an idle connection hands back unwritten (it closed
+/// while idle) goes to the next.
 async fn exchange(
     pool: &Arc<ServerPool>,
     mut req: Request<RequestBody>,
 ) -> Result<Response<PooledBody>, SendFailure> {
-    let failed = |error| SendFailure {
-        error,
-        unsent: None,
-    };
-    while let Some(mut sender) = pool.take_idle() {
+    loop {
+        let (mut sender, reused) = match pool.take_idle() {
+            Some(sender) => (sender, true),
+            None => match pool.connect().await {
+                Ok(sender) => (sender, false),
+                Err(error) => {
+                    return Err(SendFailure {
+                        error,
+                        unsent: Some(req),
+                    });
+                }
+            },
+        };
         match sender.try_send_request(req).await {
             Ok(resp) => return Ok(resp.map(|body| PooledBody::new(body, pool, sender))),
             Err(mut e) => match e.take_message() {
-                // Not written: the connection closed while idle.
-                Some(unsent) => req = unsent,
-                None => return Err(failed(request_error(e.error(), pool))),
+                Some(unsent) if reused => req = unsent,
+                unsent => {
+                    return Err(SendFailure {
+                        error: request_error(e.error(), pool),
+                        unsent,
+                    });
+                }
             },
-        }
-    }
-    let mut sender = match pool.connect().await {
-        Ok(sender) => sender,
-        Err(error) => {
-            return Err(SendFailure {
-                error,
-                unsent: Some(req),
-            });
-        }
-    };
-    match sender.try_send_request(req).await {
-        Ok(resp) => Ok(resp.map(|body| PooledBody::new(body, pool, sender))),
-        Err(mut e) => {
-            let error = request_error(e.error(), pool);
-            Err(SendFailure {
-                error,
-                unsent: e.take_message(),
-            })
         }
     }
 }

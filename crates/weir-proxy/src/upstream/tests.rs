@@ -68,6 +68,16 @@ fn get(addr: SocketAddr, path: &str) -> Request<RequestBody> {
     req
 }
 
+/// `GET /small`, read to the end: its status and body.
+async fn small(client: &UpstreamClient, addr: SocketAddr) -> (StatusCode, Bytes) {
+    let resp = client.send(get(addr, "/small")).await.expect("response");
+    let status = resp.status();
+    (
+        status,
+        resp.into_body().collect().await.expect("body").to_bytes(),
+    )
+}
+
 async fn eventually(within: Duration, mut ok: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < within {
@@ -84,9 +94,8 @@ async fn bodies_read_to_the_end_give_their_connection_back() {
     let (addr, accepted) = origin(true).await;
     let client = client(4, Duration::from_secs(30));
     for _ in 0..20 {
-        let resp = client.send(get(addr, "/small")).await.expect("response");
-        assert_eq!(resp.status(), 200);
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        let (status, body) = small(&client, addr).await;
+        assert_eq!(status, 200);
         assert_eq!(&body[..], b"hello");
     }
     // A body-less answer goes back without being polled.
@@ -98,8 +107,7 @@ async fn bodies_read_to_the_end_give_their_connection_back() {
     let resp = client.send(get(addr, "/empty")).await.expect("204");
     assert_eq!(resp.status(), 204);
     drop(resp);
-    let resp = client.send(get(addr, "/small")).await.expect("response");
-    resp.into_body().collect().await.expect("body");
+    small(&client, addr).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection reused");
     assert_eq!(client.connections().opened(), 1);
     assert_eq!(client.connections().live(), 1);
@@ -120,8 +128,7 @@ async fn a_body_dropped_half_read_closes_its_connection() {
         client.connections().live()
     );
     // The next request needs a new connection.
-    let resp = client.send(get(addr, "/small")).await.expect("response");
-    resp.into_body().collect().await.expect("body");
+    small(&client, addr).await;
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
@@ -152,8 +159,7 @@ async fn no_idle_connection_is_kept_when_the_cap_is_zero() {
     let (addr, accepted) = origin(true).await;
     let client = client(0, Duration::from_secs(30));
     for _ in 0..3 {
-        let resp = client.send(get(addr, "/small")).await.expect("response");
-        resp.into_body().collect().await.expect("body");
+        small(&client, addr).await;
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
     assert!(eventually(Duration::from_secs(2), || client.connections().live() == 0).await);
@@ -164,8 +170,7 @@ async fn an_idle_connection_the_upstream_closed_is_not_used() {
     let (addr, accepted) = origin(false).await;
     let client = client(4, Duration::from_secs(30));
     for i in 1..=3 {
-        let resp = client.send(get(addr, "/small")).await.expect("response");
-        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        let (_, body) = small(&client, addr).await;
         assert_eq!(&body[..], b"hello", "request {i}");
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 3);
