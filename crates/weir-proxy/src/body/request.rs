@@ -11,6 +11,7 @@ use weir_stream::{BatchBuf, BatchResult, Chain, Pipeline, Source};
 
 use crate::access_log::RequestTally;
 use crate::body::idle::ClientBody;
+use crate::body::replay::{Tape, TapeReader};
 use crate::body_log::BodyLog;
 
 /// The body Weir sends upstream: the client's body, streamed, or nothing
@@ -23,9 +24,75 @@ use crate::body_log::BodyLog;
 /// pay the allocation.
 pub type RequestBody = Either<Box<StreamedRequestBody>, Empty<BatchBuf>>;
 
-/// The client's body as streamed upstream: through the body log and the
-/// byte tally.
-pub type StreamedRequestBody = SourceBody<Pipeline<RequestSource, Chain<BodyLog, RequestTally>>>;
+/// The client's body as streamed upstream.
+pub type StreamedRequestBody = SourceBody<Outgoing>;
+
+/// The client's body through the body log and the byte tally.
+pub type RequestPipeline = Pipeline<RequestSource, Chain<BodyLog, RequestTally>>;
+
+/// A request body as one attempt sends it: the pipeline itself, or, on an
+/// upstream that may retry it, a reader of its retry [`Tape`].
+#[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the body is boxed once in RequestBody; boxing the pipeline again would cost a second allocation"
+)]
+pub enum Outgoing {
+    /// Sent once.
+    Once(RequestPipeline),
+    /// Kept for a retry while it fits in `retry_body_bytes`.
+    Taped(TapeReader<RequestPipeline>),
+}
+
+impl Outgoing {
+    /// The upstream body of `pipeline`, sent once.
+    pub fn once(pipeline: RequestPipeline) -> RequestBody {
+        Either::Left(Box::new(SourceBody::new(Outgoing::Once(pipeline))))
+    }
+
+    /// The upstream body of `pipeline` kept for retries up to `cap` bytes,
+    /// and its tape.
+    pub fn taped(pipeline: RequestPipeline, cap: u64) -> (RequestBody, Tape<RequestPipeline>) {
+        let (tape, reader) = Tape::new(pipeline, cap);
+        (Outgoing::reader(reader), tape)
+    }
+
+    /// The upstream body of a rewound tape `reader`.
+    pub fn reader(reader: TapeReader<RequestPipeline>) -> RequestBody {
+        Either::Left(Box::new(SourceBody::new(Outgoing::Taped(reader))))
+    }
+}
+
+impl Source for Outgoing {
+    #[inline]
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        match self.get_mut() {
+            Outgoing::Once(s) => Pin::new(s).poll_next_batch(cx),
+            Outgoing::Taped(s) => Pin::new(s).poll_next_batch(cx),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Outgoing::Once(s) => s.size_hint(),
+            Outgoing::Taped(s) => s.size_hint(),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Outgoing::Once(s) => s.is_end_stream(),
+            Outgoing::Taped(s) => s.is_end_stream(),
+        }
+    }
+
+    fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
+        match self.get_mut() {
+            Outgoing::Once(s) => Pin::new(s).take_trailers(),
+            Outgoing::Taped(s) => Pin::new(s).take_trailers(),
+        }
+    }
+}
 
 /// Where a request body sent upstream comes from.
 #[derive(Debug)]

@@ -9,6 +9,8 @@ use super::local;
 use super::request::Target;
 use super::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
+use crate::body::replay::Tape;
+use crate::body::request::RequestPipeline;
 use crate::body::response::ResponseBody;
 use crate::proxy::{Downstream, Proxy};
 
@@ -53,6 +55,9 @@ pub(crate) struct Exchange<'p> {
     pub(crate) ssr: Option<SsrHook<'p>>,
     /// Set when the route caches.
     pub(crate) cache: Option<CacheHook<'p>>,
+    /// The request body's retry buffer, when the upstream request phase
+    /// kept one (see `retry_body_bytes`).
+    pub(crate) tape: Option<Tape<RequestPipeline>>,
 }
 
 impl<'p> Exchange<'p> {
@@ -87,6 +92,7 @@ impl<'p> Exchange<'p> {
             transforms,
             ssr,
             cache,
+            tape: None,
         }
     }
 

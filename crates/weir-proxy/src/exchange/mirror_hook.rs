@@ -7,12 +7,11 @@ use std::sync::Arc;
 use http::Request;
 use http_body_util::{Either, Empty};
 use tokio::sync::OwnedSemaphorePermit;
-use weir_stream::body::SourceBody;
 use weir_stream::{ConsumerOptions, Share, ShareOptions, TransformExt as _, pull, share};
 
 use crate::access_log::RequestTally;
 use crate::body::idle::ClientBody;
-use crate::body::request::{RequestBody, RequestSource};
+use crate::body::request::{Outgoing, RequestBody, RequestSource};
 use crate::body_log::BodyLog;
 use crate::mirror::Mirror;
 use crate::proxy::Proxy;
@@ -63,10 +62,10 @@ impl Admitted<'_> {
     pub(crate) fn send(self, parts: &http::request::Parts, forward_path: &str, proxy: &Proxy) {
         let m = self.mirror;
         let body = match self.body {
-            Some(source) => Either::Left(Box::new(SourceBody::new(pull(
+            Some(source) => Outgoing::once(pull(
                 source,
                 BodyLog::off().then(RequestTally::new(Arc::default())),
-            )))),
+            )),
             None => Either::Right(Empty::new()),
         };
         let mut req: Request<RequestBody> = Request::new(body);

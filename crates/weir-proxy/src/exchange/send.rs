@@ -9,11 +9,11 @@
 //! - a request none of which was written (the connection could not be
 //!   made) is always retried: the request, body included, is intact;
 //! - after the request was written, only an idempotent request (RFC 9110
-//!   §9.2.2) without a body is retried, from a copy of its head, and only
-//!   before any of the response reached the client (no response head yet).
-//!
-//! A request with a body whose first bytes went out is not retried (its
-//! body is not replayed yet; `retry_body_bytes` is reserved for that).
+//!   §9.2.2) is retried, from a copy of its head, and only before any of
+//!   the response reached the client (no response head yet). Its body, if
+//!   it has one, is sent again from its retry buffer
+//!   ([`crate::body::replay`]); once more than `retry_body_bytes` of it
+//!   went out, it is not retried.
 
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use super::local::Local;
 use super::sent::Sent;
 use crate::access_log::ClientBodyFailure;
 use crate::balance::AttemptResult;
-use crate::body::request::RequestBody;
+use crate::body::request::{Outgoing, RequestBody};
 use crate::metrics::InFlight;
 use crate::outcome::Outcome;
 use crate::upstream::{PooledBody, SendFailure, UpstreamError};
@@ -33,7 +33,7 @@ use crate::upstream::{PooledBody, SendFailure, UpstreamError};
 /// The most attempts of one request (`attempts` is at most 10).
 const MAX_ATTEMPTS: usize = 10;
 
-/// What a bodiless idempotent request is rebuilt from for a retry.
+/// What an idempotent request's head is rebuilt from for a retry.
 struct HeadCopy {
     method: Method,
     uri: Uri,
@@ -51,8 +51,8 @@ impl HeadCopy {
         }
     }
 
-    fn request(&self) -> Request<RequestBody> {
-        let mut req = Request::new(Either::Right(Empty::new()));
+    fn request(&self, body: RequestBody) -> Request<RequestBody> {
+        let mut req = Request::new(body);
         *req.method_mut() = self.method.clone();
         *req.uri_mut() = self.uri.clone();
         *req.version_mut() = self.version;
@@ -89,7 +89,7 @@ impl Exchange<'_> {
         let set_host = !req.headers().contains_key(header::HOST);
         let copy = (group.can_retry
             && req.method().is_idempotent()
-            && matches!(req.body(), Either::Right(_)))
+            && (matches!(req.body(), Either::Right(_)) || self.tape.is_some()))
         .then(|| HeadCopy::of(&req));
         let mut tried = [usize::MAX; MAX_ATTEMPTS];
         let mut server = self.server;
@@ -118,7 +118,7 @@ impl Exchange<'_> {
             let again = match unsent {
                 Some(unsent) => Some(unsent),
                 None if self.record.counters().client_failure().is_none() => {
-                    copy.as_ref().map(HeadCopy::request)
+                    copy.as_ref().and_then(|head| self.again(head))
                 }
                 None => None,
             };
@@ -152,6 +152,17 @@ impl Exchange<'_> {
             server = next;
         }
         unreachable!("attempts are capped at {MAX_ATTEMPTS}")
+    }
+
+    /// The request again, for another attempt after this one was written:
+    /// the head from `head`, the body from the retry buffer; `None` when
+    /// the body cannot be sent whole again (over `retry_body_bytes`).
+    fn again(&self, head: &HeadCopy) -> Option<Request<RequestBody>> {
+        let body = match &self.tape {
+            Some(tape) => Outgoing::reader(tape.rewind()?),
+            None => Either::Right(Empty::new()),
+        };
+        Some(head.request(body))
     }
 
     /// The local answer for a request that got no upstream response. When

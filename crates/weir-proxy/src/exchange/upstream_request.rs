@@ -6,7 +6,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request, StatusCode, Version};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
-use weir_stream::body::{HttpBodySource, SourceBody};
+use weir_stream::body::HttpBodySource;
 use weir_stream::{TransformExt as _, pull};
 
 use super::context::Exchange;
@@ -14,7 +14,7 @@ use super::local::Local;
 use super::mirror_hook;
 use crate::access_log::RequestTally;
 use crate::body::idle::IdleTimeout;
-use crate::body::request::{RequestBody, RequestSource};
+use crate::body::request::{Outgoing, RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
 use crate::headers;
@@ -83,10 +83,15 @@ impl Exchange<'_> {
                     None => BodyLog::off(),
                 };
                 let tally = RequestTally::new(self.record.counters().clone());
-                Either::Left(Box::new(SourceBody::new(pull(
-                    source,
-                    body_log.then(tally),
-                ))))
+                let pipeline = pull(source, body_log.then(tally));
+                match self.retry_body_cap(&parts) {
+                    Some(cap) => {
+                        let (body, tape) = Outgoing::taped(pipeline, cap);
+                        self.tape = Some(tape);
+                        body
+                    }
+                    None => Outgoing::once(pipeline),
+                }
             }
             None => Either::Right(Empty::new()),
         };
@@ -94,6 +99,26 @@ impl Exchange<'_> {
             m.send(&parts, self.target.forward_path(), self.proxy);
         }
         Ok(Request::from_parts(parts, body))
+    }
+
+    /// The retry buffer a request body gets, in bytes: on an upstream that
+    /// can retry, for an idempotent method (RFC 9110 §9.2.2), when
+    /// `retry_body_bytes` is not 0 and a declared `Content-Length` fits in
+    /// it. `None`: the body is sent once, and the request is retried only
+    /// when none of it was written.
+    fn retry_body_cap(&self, parts: &http::request::Parts) -> Option<u64> {
+        let group = &self.target.upstream.group;
+        let cap = group.retry.body_bytes;
+        let declared = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        (group.can_retry
+            && cap > 0
+            && parts.method.is_idempotent()
+            && declared.is_none_or(|n| n <= cap))
+        .then_some(cap)
     }
 
     /// The upstream request's head: the target (base path, prefix strip,
