@@ -113,6 +113,7 @@ def generate(www: Path, ssr_root: Path) -> dict[str, Body]:
     add("gzip-16k", "/gz/page.html", _text(6, 16 * KIB).encode())
     # What `weir origin` answers to /bytes/1024; nginx serves it as a file.
     add("pattern-1k", "/bytes/1024", weir_pattern(KIB))
+    add("group-1k", "/group/1k.bin", _random_bytes(7, KIB))
 
     fragments = {name: _fragment(name, 200 + i) for i, name in enumerate(FRAGMENTS)}
     for name, text in fragments.items():

@@ -44,7 +44,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=float,
         help=f"seconds of unrecorded load per scenario and peer before its first round (default 1; 0: none; at most {MAX_WARMUP_S})",
     )
-    p.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated scenario names or ids (S1..S12; default: all)")
+    p.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated scenario names or ids (S1..S13; default: all)")
     p.add_argument("--peers", default=",".join(ALL_PEERS), help="comma-separated peers among weir,nginx,haproxy,direct (default: all)")
     p.add_argument("--out", type=Path, help="directory for the report (default loadtest/results; with --smoke, target/loadtest-smoke)")
     p.add_argument("--name", help="file name stem of the report, replaced if it exists (default: today's date, YYYY-MM-DD, with the time added if that report exists)")

@@ -86,9 +86,13 @@ def _nginx_http_common(tmp: Path, name: str) -> str:
 """
 
 
-def origin_config(tmp: Path, www: Path, h1: int, h2c: int, state: str = "origin") -> str:
+def origin_config(
+    tmp: Path, www: Path, h1: int, h2c: int, state: str = "origin", more_h1: tuple[int, ...] = ()
+) -> str:
     """The neutral origin: nginx serving `www` (its pid file and temp
-    directories under `tmp/state`)."""
+    directories under `tmp/state`), over HTTP/1.1 on `h1` and each of
+    `more_h1` (the other servers of the three-server upstream)."""
+    more = "".join(f"        listen 127.0.0.1:{p} backlog=4096;\n" for p in more_h1)
     return (
         _nginx_common(tmp, state)
         + "http {\n"
@@ -96,7 +100,7 @@ def origin_config(tmp: Path, www: Path, h1: int, h2c: int, state: str = "origin"
         + f"""    server {{
         listen 127.0.0.1:{h1} backlog=4096;
         listen 127.0.0.1:{h2c} http2 backlog=4096;
-        root {www};
+{more}        root {www};
         # The SSI filter drops Content-Length: this body goes out chunked.
         location /chunked/ {{ ssi on; ssi_types *; }}
         location /cache/ {{ add_header Cache-Control "public, max-age=86400"; }}
@@ -106,13 +110,17 @@ def origin_config(tmp: Path, www: Path, h1: int, h2c: int, state: str = "origin"
     )
 
 
-def nginx_config(tmp: Path, www: Path, ssr_root: Path, origin: int, ports: dict[str, int]) -> str:
-    """nginx as a reverse proxy to the origin; also serves `www` itself on
-    the `static` port (the origin scenario)."""
-    proxy = """proxy_pass http://origin;
-            proxy_http_version 1.1;
+def nginx_config(
+    tmp: Path, www: Path, ssr_root: Path, origin: int, ports: dict[str, int], group: list[int]
+) -> str:
+    """nginx as a reverse proxy to the origin, and to the `group` ports
+    (round robin) under `/group/`; also serves `www` itself on the
+    `static` port (the origin scenario)."""
+    options = """proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_max_temp_file_size 0;"""
+    proxy = "proxy_pass http://origin;\n            " + options
+    servers = "".join(f"        server 127.0.0.1:{p};\n" for p in group)
     return (
         _nginx_common(tmp, "nginx")
         + "http {\n"
@@ -123,12 +131,21 @@ def nginx_config(tmp: Path, www: Path, ssr_root: Path, origin: int, ports: dict[
         keepalive_requests 1000000;
         keepalive_timeout 75s;
     }}
+    upstream group {{
+{servers}        keepalive {UPSTREAM_IDLE};
+        keepalive_requests 1000000;
+        keepalive_timeout 75s;
+    }}
     proxy_cache_path {tmp}/nginx/cache levels=1:2 keys_zone=loadtest:16m max_size=16m inactive=1h use_temp_path=off;
     server {{
         listen 127.0.0.1:{ports["h1"]} backlog=4096;
         listen 127.0.0.1:{ports["h2c"]} http2 backlog=4096;
         location / {{
             {proxy}
+        }}
+        location /group/ {{
+            proxy_pass http://group;
+            {options}
         }}
         location /cache/ {{
             {proxy}
@@ -157,9 +174,11 @@ def nginx_config(tmp: Path, www: Path, ssr_root: Path, origin: int, ports: dict[
     )
 
 
-def haproxy_config(origin: int, ports: dict[str, int]) -> str:
+def haproxy_config(origin: int, ports: dict[str, int], group: list[int]) -> str:
     """HAProxy, one thread, connection reuse always, a small RAM cache for
-    `/cache/` (answers carry `X-Cache-Status: HIT` when it answered)."""
+    `/cache/` (answers carry `X-Cache-Status: HIT` when it answered), and
+    the `group` ports round robin under `/group/`."""
+    servers = "".join(f"    server g{i} 127.0.0.1:{p}\n" for i, p in enumerate(group, 1))
     return f"""global
     nbthread 1
     maxconn 8000
@@ -181,6 +200,7 @@ frontend fe
     bind 127.0.0.1:{ports["h1"]}
     bind 127.0.0.1:{ports["h2c"]} proto h2
     use_backend cached if {{ path_beg /cache/ }}
+    use_backend group if {{ path_beg /group/ }}
     default_backend origin
 
 backend origin
@@ -191,12 +211,17 @@ backend cached
     http-response cache-store loadtest
     http-after-response set-header X-Cache-Status HIT if {{ res.cache_hit }}
     server origin 127.0.0.1:{origin}
-"""
+
+backend group
+    balance roundrobin
+{servers}"""
 
 
-def weir_config(ssr_root: Path, origin: int, h1: int) -> str:
+def weir_config(ssr_root: Path, origin: int, h1: int, group: list[int]) -> str:
     """Weir as a reverse proxy to the origin: one worker thread, the same
-    routes as nginx's locations."""
+    routes as nginx's locations (`/group` to the `group` ports, round
+    robin)."""
+    servers = ", ".join(f'"http://127.0.0.1:{p}"' for p in group)
     return f"""# Written by loadtest/run.
 [[listener]]
 address = "127.0.0.1:{h1}"
@@ -217,9 +242,17 @@ max_bytes = 16777216
 name = "origin"
 url = "http://127.0.0.1:{origin}"
 
+[[upstream]]
+name = "group"
+servers = [{servers}]
+
 [[route]]
 path_prefix = "/"
 upstream = "origin"
+
+[[route]]
+path_prefix = "/group"
+upstream = "group"
 
 [[route]]
 path_prefix = "/cache"
@@ -245,14 +278,21 @@ template_file = "{ssr_root / "weir" / "ssr" / "page.html"}"
 """
 
 
+def group_ports(origin: Peer) -> list[int]:
+    """The three origin ports the proxies balance over under `/group/`:
+    one nginx serving the same files on each, so the figure is the proxy's
+    cost of balancing, not a difference between servers."""
+    return [origin.ports["h1"], origin.ports["g2"], origin.ports["g3"]]
+
+
 def start_origin(tmp: Path, www: Path, cpus: set[int] | None) -> Peer:
     """Starts the neutral origin on `cpus` and waits until it answers.
 
     Raises `procs.StartError` (quoting its log) when it does not start.
     """
-    ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
+    ports = {"h1": procs.free_port(), "h2c": procs.free_port(), "g2": procs.free_port(), "g3": procs.free_port()}
     conf = tmp / "origin.conf"
-    conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"]))
+    conf.write_text(origin_config(tmp, www, ports["h1"], ports["h2c"], more_h1=(ports["g2"], ports["g3"])))
     o = procs.start("origin", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "origin.log", cpus)
     procs.wait_http(o, f"http://127.0.0.1:{ports['h1']}/1k.bin")
     return Peer("origin", ports, {"h1": o, "h2c": o})
@@ -276,6 +316,7 @@ def start_peer(
     does not start.
     """
     o = origin.ports["h1"]
+    group = group_ports(origin)
     ports = {"h1": procs.free_port(), "h2c": procs.free_port()}
     if name == "direct":
         # A second copy of the origin, placed and measured like a proxy.
@@ -286,12 +327,12 @@ def start_peer(
     elif name == "nginx":
         ports["static"] = procs.free_port()
         conf = tmp / "nginx.conf"
-        conf.write_text(nginx_config(tmp, www, ssr_root, o, ports))
+        conf.write_text(nginx_config(tmp, www, ssr_root, o, ports, group))
         p = procs.start("nginx", ["nginx", "-p", str(tmp), "-c", str(conf)], tmp / "nginx.log", cpus)
         peer = Peer(name, ports, {"h1": p, "h2c": p, "static": p}, ("X-Cache-Status", "HIT"))
     elif name == "haproxy":
         conf = tmp / "haproxy.cfg"
-        conf.write_text(haproxy_config(o, ports))
+        conf.write_text(haproxy_config(o, ports, group))
         p = procs.start("haproxy", ["haproxy", "-db", "-f", str(conf)], tmp / "haproxy.log", cpus)
         peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache-Status", "HIT"))
     elif name in ("weir", "weir-base") and kind == "static":
@@ -304,7 +345,7 @@ def start_peer(
     elif name in ("weir", "weir-base"):
         ports["h2c"] = ports["h1"]  # Weir serves both on one listener.
         conf = tmp / f"{name}.toml"
-        conf.write_text(weir_config(ssr_root, o, ports["h1"]))
+        conf.write_text(weir_config(ssr_root, o, ports["h1"], group))
         argv = [str(weir_bin), "--log-level", "warn", "serve", "--config", str(conf)]
         p = procs.start(name, argv, tmp / f"{name}.log", cpus)
         peer = Peer(name, ports, {"h1": p, "h2c": p}, ("X-Cache", "HIT"))

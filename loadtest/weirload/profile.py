@@ -77,7 +77,7 @@ def _pin(cpus) -> None:
 def start_weir(a, tmp: Path, www: Path, ssr_root: Path, origin, cpus, wrapper: list[str] | None = None):
     port = procs.free_port()
     conf = tmp / "weir.toml"
-    conf.write_text(peers_mod.weir_config(ssr_root, origin.ports["h1"], port))
+    conf.write_text(peers_mod.weir_config(ssr_root, origin.ports["h1"], port, peers_mod.group_ports(origin)))
     argv = (wrapper or []) + [str(a.weir), "--log-level", "warn", "serve", "--config", str(conf)]
     p = procs.start("weir", argv, tmp / "weir.log", cpus)
     procs.wait_http(p, f"http://127.0.0.1:{port}{a.path}", timeout=60)

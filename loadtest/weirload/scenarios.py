@@ -114,6 +114,14 @@ SCENARIOS = [
         kind="static",
         peers=("weir", "nginx"),
     ),
+    Scenario(
+        "S13",
+        "group3-1k-c32",
+        "1 KiB GET over an upstream of three servers, round robin, keep-alive, 32 connections",
+        "group-1k",
+        32,
+        peers=("weir", "nginx", "haproxy"),
+    ),
 ]
 
 BY_NAME = {s.name: s for s in SCENARIOS} | {s.id: s for s in SCENARIOS}

@@ -250,3 +250,130 @@ async fn no_healthy_server_answers_503() {
     let last = until_status(&client, &proxy.url("/x"), 200).await;
     assert_eq!(last.0, 200, "{last:?}");
 }
+
+/// An origin that answers every request with `name:` and the request body
+/// it read.
+async fn echoing(name: &'static str) -> Named {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            conns.spawn(async move {
+                let service = service_fn(move |req: Request<hyper::body::Incoming>| async move {
+                    let body = req.into_body().collect().await?.to_bytes();
+                    let mut out = format!("{name}:").into_bytes();
+                    out.extend_from_slice(&body);
+                    Ok::<_, hyper::Error>(Response::new(Full::new(Bytes::from(out))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+        drop(conns);
+    });
+    Named { addr, task }
+}
+
+async fn put(client: &Client, url: &str, body: &'static [u8]) -> (u16, String) {
+    let req = Request::put(url)
+        .body(Full::new(Bytes::from_static(body)))
+        .unwrap();
+    let resp = client.request(req).await.expect("response");
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_body_is_replayed_to_the_next_server_after_the_first_died() {
+    let good = echoing("good").await;
+    let (dead, _task) = dying().await;
+    let proxy = start_proxy(&group_config(
+        &[dead, good.addr],
+        "[upstream.outlier]\nconsecutive_failures = 0\n",
+    ))
+    .await;
+    let client = client(false);
+    // Every other PUT meets the dying server first, which read the whole
+    // request; its retry sends the same body again, from the tape.
+    let body: &'static [u8] = b"the whole body, sent twice when it has to be";
+    for _ in 0..10 {
+        let (status, echo) = put(&client, &proxy.url("/x"), body).await;
+        assert_eq!(status, 200, "{echo}");
+        assert_eq!(echo.as_bytes(), [b"good:".as_slice(), body].concat());
+    }
+    let retried = proxy.metrics.retry_counter("app", "retried").get();
+    assert_eq!(retried, 5, "one retry per PUT that met the dying server");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_body_over_retry_body_bytes_is_not_retried() {
+    let good = echoing("good").await;
+    let (dead, _task) = dying().await;
+    let proxy = start_proxy(&group_config(
+        &[dead, good.addr],
+        "[upstream.outlier]\nconsecutive_failures = 0\n[upstream.retry]\nretry_body_bytes = 16\n",
+    ))
+    .await;
+    let client = client(false);
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        // 17 bytes: one over the cap, so the body is not kept.
+        statuses.push(put(&client, &proxy.url("/x"), b"0123456789abcdefg").await.0);
+    }
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 502).count(),
+        5,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 200).count(),
+        5,
+        "{statuses:?}"
+    );
+    // A body at the cap is kept and retried.
+    for _ in 0..4 {
+        let (status, echo) = put(&client, &proxy.url("/x"), b"0123456789abcdef").await;
+        assert_eq!((status, echo.as_str()), (200, "good:0123456789abcdef"));
+    }
+    assert_eq!(proxy.metrics.retry_counter("app", "retried").get(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retry_budget_caps_retries_under_a_storm() {
+    let good = named("good", "127.0.0.1:0", Arc::new(AtomicU16::new(200))).await;
+    // A port nobody listens on: every attempt there is refused.
+    let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let proxy = start_proxy(&group_config(
+        &[refused, good.addr],
+        "[upstream.outlier]\nconsecutive_failures = 0\n\
+         [upstream.retry]\nbudget_percent = 10\nmin_retries_per_second = 0\n",
+    ))
+    .await;
+    let client = client(false);
+    let mut statuses = HashMap::<u16, u32>::new();
+    for _ in 0..200 {
+        *statuses
+            .entry(get_text(&client, &proxy.url("/x")).await.0)
+            .or_default() += 1;
+    }
+    let retried = proxy.metrics.retry_counter("app", "retried").get();
+    let refused_retries = proxy.metrics.retry_counter("app", "budget_exhausted").get();
+    // Half the requests meet the refused server first; 10% of 200 requests
+    // buys at most 20 retries, the rest are answered 502.
+    assert_eq!(retried + refused_retries, 100, "{statuses:?}");
+    assert!(
+        (15..=20).contains(&retried),
+        "retried {retried}, {statuses:?}"
+    );
+    assert_eq!(
+        statuses.get(&502).copied().unwrap_or(0) as u64,
+        refused_retries
+    );
+    assert_eq!(
+        statuses.get(&200).copied().unwrap_or(0) as u64,
+        100 + retried
+    );
+}

@@ -111,12 +111,22 @@ impl UpstreamGroup {
 
     /// The server for the next attempt of a request, skipping the servers
     /// in `tried` and those unavailable (unhealthy, ejected, at their
-    /// `max_connections`); `None` when no server is left.
+    /// `max_connections`); `None` when no server is left. Under round
+    /// robin and weighted round robin a retry takes the next usable server
+    /// after the last one tried, without moving the rotation.
     pub fn pick(&self, key: &PickKey<'_>, tried: &[usize]) -> Option<usize> {
         let n = self.servers.len();
         let usable = |i: usize| !tried.contains(&i) && self.servers[i].available(self.epoch);
         if n == 1 {
             return usable(0).then_some(0);
+        }
+        // A retry walks on from the server that failed and leaves the
+        // rotation alone: advancing it too would send every first attempt
+        // to the same server once each request takes two turns.
+        if let (Some(&last), Policy::RoundRobin(_) | Policy::Weighted(_)) =
+            (tried.last(), &self.policy)
+        {
+            return (1..n).map(|k| (last + k) % n).find(|&i| usable(i));
         }
         match &self.policy {
             Policy::RoundRobin(next) => round_robin(next, n, usable),

@@ -110,6 +110,29 @@ fn round_robin_is_exact_with_equal_weights_and_by_weight_otherwise() {
 }
 
 #[test]
+fn a_retry_takes_the_next_server_and_leaves_the_rotation_alone() {
+    let headers = HeaderMap::new();
+    let g = group(&[1, 1, 1], Balance::RoundRobin, outlier(5, 50));
+    let mut firsts = vec![0; 3];
+    for _ in 0..300 {
+        let first = g.pick(&key(&headers), &[]).expect("first");
+        firsts[first] += 1;
+        let retry = g.pick(&key(&headers), &[first]).expect("retry");
+        assert_eq!(retry, (first + 1) % 3);
+    }
+    assert_eq!(firsts, vec![100, 100, 100]);
+    // Weighted too: first attempts keep their 1:3 share.
+    let g = group(&[1, 3], Balance::RoundRobin, outlier(5, 50));
+    let mut firsts = vec![0; 2];
+    for _ in 0..400 {
+        let first = g.pick(&key(&headers), &[]).expect("first");
+        firsts[first] += 1;
+        assert_eq!(g.pick(&key(&headers), &[first]), Some(1 - first));
+    }
+    assert_eq!(firsts, vec![100, 300]);
+}
+
+#[test]
 fn least_outstanding_spreads_evenly_and_avoids_the_busy_server() {
     let g = group(&[1, 1, 1], Balance::LeastOutstanding, outlier(5, 50));
     let c = counts(&g, PICKS);

@@ -179,9 +179,10 @@ pub enum Balance {
     /// `"least_outstanding"`: of two servers chosen at random, the one with
     /// fewer requests in flight per unit of weight (the power of two choices).
     LeastOutstanding,
-    /// `"hash"`: consistent hashing of `hash_key` on a ring with 160 points
-    /// per unit of weight, so that adding a server moves only its share of
-    /// keys. A request without the key is balanced round robin.
+    /// `"hash"`: consistent hashing of `hash_key` on a ring with 1,024
+    /// points per unit of weight (weights summing to at most 4,096), so
+    /// that adding a server moves only its share of keys. A request without
+    /// the key is balanced round robin.
     Hash(HashKey),
 }
 
@@ -239,8 +240,10 @@ pub struct RetrySettings {
     /// Tries per request at most, the first included (`attempts`, 1..=10,
     /// default 2; 1 turns retries off).
     pub attempts: u32,
-    /// A request with a body larger than this is not retried once its body
-    /// started going out (`retry_body_bytes`, default 64 KiB).
+    /// The largest request body, in bytes, kept for a retry
+    /// (`retry_body_bytes`, default 64 KiB): a body with a declared
+    /// `Content-Length` up to this is replayed on a retry; a larger or
+    /// chunked one is not retried once it started going out. 0: never kept.
     pub body_bytes: u64,
     /// Retries allowed beside each 100 requests (`budget_percent`, default 20).
     pub budget_percent: u32,

@@ -20,6 +20,9 @@ use super::types::{
 const MAX_WEIGHT: i64 = 1000;
 /// Most servers in one upstream.
 const MAX_SERVERS: usize = 256;
+/// Largest sum of weights of a `balance = "hash"` upstream: its ring has
+/// 1,024 points per unit of weight, 16 bytes each, so at most 64 MiB.
+const MAX_HASH_WEIGHT: u64 = 4096;
 /// Largest `attempts`.
 const MAX_ATTEMPTS: i64 = 10;
 
@@ -82,10 +85,23 @@ pub(super) fn upstream(
             "missing `url` (e.g. \"http://127.0.0.1:3000\"), `servers` or `origin = \"embedded\"`",
         ));
     };
+    let balance = balance(i, u, errors)?;
+    if let (Balance::Hash(_), UpstreamTarget::Servers(servers)) = (&balance, &target) {
+        let total: u64 = servers.iter().map(|s| u64::from(s.weight)).sum();
+        if total > MAX_HASH_WEIGHT {
+            return Err(errors.at(
+                u.balance.as_ref().map_or(0..0, Spanned::span),
+                key("balance"),
+                format!(
+                    "the servers' weights sum to {total}; `balance = \"hash\"` allows at most {MAX_HASH_WEIGHT} (its ring has 1024 points per unit of weight)"
+                ),
+            ));
+        }
+    }
     Ok(Upstream {
         name: name.clone(),
         target,
-        balance: balance(i, u, errors)?,
+        balance,
         health: u
             .health
             .as_ref()
@@ -534,6 +550,13 @@ mod tests {
                 "url = \"http://a:1\"\nbalance = \"hash\"\nhash_key = \"query:x\"",
                 5,
                 "upstream[0].hash_key",
+            ),
+            (
+                "servers = [{ url = \"http://a:1\", weight = 1000 }, { url = \"http://b:1\", weight = 1000 }, \
+                 { url = \"http://c:1\", weight = 1000 }, { url = \"http://d:1\", weight = 1000 }, \
+                 { url = \"http://e:1\", weight = 97 }]\nbalance = \"hash\"\nhash_key = \"client_addr\"",
+                4,
+                "upstream[0].balance",
             ),
             (
                 "url = \"http://a:1\"\nhash_key = \"client_addr\"",
