@@ -48,6 +48,79 @@ pub enum DecodeError {
     /// The body ended inside the compressed stream.
     #[error("{0} data cut short")]
     Truncated(&'static str),
+    /// More decoded bytes than [`DecodeLimits::max_decoded_bytes`].
+    #[error("{coding} data decodes to more than {limit} bytes (max_decoded_bytes)")]
+    TooLarge {
+        /// `gzip` or `deflate`.
+        coding: &'static str,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// Decoded bytes grew past [`DecodeLimits::max_ratio`] times the
+    /// encoded bytes read, beyond [`DecodeLimits::ratio_floor`].
+    #[error(
+        "{coding} data expands more than {limit}x ({decoded} bytes from {encoded}; max_decode_ratio)"
+    )]
+    Expansion {
+        /// `gzip` or `deflate`.
+        coding: &'static str,
+        /// The ratio limit.
+        limit: u64,
+        /// Decoded bytes so far.
+        decoded: u64,
+        /// Encoded bytes read so far.
+        encoded: u64,
+    },
+}
+
+/// Bounds on what decoding one body may produce, against decompression
+/// bombs (a few KiB of gzip that expand to gigabytes). Checked as the
+/// bytes are decoded: a body past either bound fails with
+/// [`DecodeError::TooLarge`] or [`DecodeError::Expansion`] at once, having
+/// handed out at most the bound (plus one [`OUT_CHUNK`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Most decoded bytes of one body. Default 64 MiB.
+    pub max_decoded_bytes: u64,
+    /// Most decoded bytes per encoded byte read (the expansion ratio),
+    /// checked once more than [`ratio_floor`](Self::ratio_floor) bytes were
+    /// decoded. Default 100 (markup rarely compresses past 20x).
+    pub max_ratio: u64,
+    /// Decoded bytes below which the ratio is not checked, so that small,
+    /// very repetitive bodies pass. Default 1 MiB.
+    pub ratio_floor: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_decoded_bytes: 64 << 20,
+            max_ratio: 100,
+            ratio_floor: 1 << 20,
+        }
+    }
+}
+
+impl DecodeLimits {
+    /// The error for `decoded` bytes made from `encoded` bytes, if they
+    /// break a bound.
+    fn check(&self, coding: &'static str, decoded: u64, encoded: u64) -> Result<(), DecodeError> {
+        if decoded > self.max_decoded_bytes {
+            return Err(DecodeError::TooLarge {
+                coding,
+                limit: self.max_decoded_bytes,
+            });
+        }
+        if decoded > self.ratio_floor && decoded > encoded.saturating_mul(self.max_ratio) {
+            return Err(DecodeError::Expansion {
+                coding,
+                limit: self.max_ratio,
+                decoded,
+                encoded,
+            });
+        }
+        Ok(())
+    }
 }
 
 /// The coding named by `Content-Encoding`: `Ok(None)` for none or
@@ -82,13 +155,20 @@ pub(crate) fn coding_of(headers: &HeaderMap) -> Result<Option<Coding>, DecodeErr
     Ok(found)
 }
 
-/// `body` decoded as its `Content-Encoding` says (gzip, deflate or none).
+/// `body` decoded as its `Content-Encoding` says (gzip, deflate or none),
+/// within `limits`.
 ///
 /// # Errors
-/// [`DecodeError::Unsupported`] for another coding or several.
-pub fn decode_body(body: BoxSource, headers: &HeaderMap) -> Result<BoxSource, DecodeError> {
+/// [`DecodeError::Unsupported`] for another coding or several. Decoding
+/// errors (corrupt data, a bound of `limits` passed) come later, as the
+/// body's [`StreamError`].
+pub fn decode_body(
+    body: BoxSource,
+    headers: &HeaderMap,
+    limits: DecodeLimits,
+) -> Result<BoxSource, DecodeError> {
     Ok(match coding_of(headers)? {
-        Some(coding) => Box::pin(Decoded::new(body, coding)),
+        Some(coding) => Box::pin(Decoded::new(body, coding, limits)),
         None => body,
     })
 }
@@ -104,13 +184,21 @@ pub(crate) struct Decoded {
     inner_done: bool,
     scratch: Box<[u8]>,
     failed: Option<StreamError>,
+    limits: DecodeLimits,
+    /// Encoded bytes consumed, over every member.
+    encoded: u64,
+    /// Decoded bytes produced, over every member.
+    decoded: u64,
 }
 
 impl Decoded {
-    pub(crate) fn new(inner: BoxSource, coding: Coding) -> Decoded {
+    pub(crate) fn new(inner: BoxSource, coding: Coding, limits: DecodeLimits) -> Decoded {
         Decoded {
             inner,
             coding,
+            limits,
+            encoded: 0,
+            decoded: 0,
             z: decompressor(coding),
             input: VecDeque::new(),
             member_done: false,
@@ -160,6 +248,9 @@ impl Decoded {
             if status == Status::StreamEnd {
                 self.member_done = true;
             }
+            self.encoded = self.encoded.saturating_add(used as u64);
+            self.decoded = self.decoded.saturating_add(made as u64);
+            self.limits.check(name, self.decoded, self.encoded)?;
             if made > 0 {
                 return Ok(Some(Bytes::copy_from_slice(&self.scratch[..made])));
             }
@@ -254,14 +345,59 @@ mod tests {
     }
 
     async fn decode(wire: Vec<u8>, coding: Coding, piece: usize) -> Result<Vec<u8>, StreamError> {
+        decode_within(wire, coding, piece, DecodeLimits::default()).await
+    }
+
+    async fn decode_within(
+        wire: Vec<u8>,
+        coding: Coding,
+        piece: usize,
+        limits: DecodeLimits,
+    ) -> Result<Vec<u8>, StreamError> {
         let chunks: Vec<Bytes> = wire
             .chunks(piece)
             .map(Bytes::copy_from_slice)
             .collect::<Vec<_>>();
         let src: BoxSource = Box::pin(weir_stream::from_iter(chunks));
-        bytes(Decoded::new(src, coding), ConsumeOptions::new())
+        bytes(Decoded::new(src, coding, limits), ConsumeOptions::new())
             .await
             .map(|b| b.to_vec())
+    }
+
+    #[tokio::test]
+    async fn a_bomb_fails_past_the_ratio_and_a_large_body_past_the_size() {
+        // 8 MiB of zeros: gzip makes about 8 KiB of it (1000x).
+        let zeros = vec![0u8; 8 << 20];
+        let wire = compress(&zeros, true);
+        let err = decode(wire.clone(), Coding::Gzip, 4096)
+            .await
+            .expect_err("a 1000x expansion fails");
+        assert!(err.to_string().contains("expands more than 100x"), "{err}");
+        // With the ratio out of the way, the size bound still holds.
+        let limits = DecodeLimits {
+            max_decoded_bytes: 2 << 20,
+            max_ratio: u64::MAX,
+            ..DecodeLimits::default()
+        };
+        let err = decode_within(wire, Coding::Gzip, 4096, limits)
+            .await
+            .expect_err("over max_decoded_bytes fails");
+        assert!(err.to_string().contains("more than 2097152 bytes"), "{err}");
+        // Small repetitive bodies pass below the floor, whatever the ratio.
+        let small = vec![b' '; 512 * 1024];
+        let out = decode(compress(&small, true), Coding::Gzip, 7)
+            .await
+            .expect("below the floor");
+        assert_eq!(out, small);
+        // Exactly at the size bound passes.
+        let limits = DecodeLimits {
+            max_decoded_bytes: small.len() as u64,
+            ..DecodeLimits::default()
+        };
+        let out = decode_within(compress(&small, false), Coding::Deflate, 100, limits)
+            .await
+            .expect("at the bound");
+        assert_eq!(out.len(), small.len());
     }
 
     #[tokio::test]

@@ -283,7 +283,7 @@ async fn attempt(
     }
     let mut body = resp.body;
     if let Some(coding) = coding {
-        body = Box::pin(Decoded::new(body, coding));
+        body = Box::pin(Decoded::new(body, coding, shared.settings.decode));
     }
     let mut permit = permit;
     if template {

@@ -35,7 +35,7 @@ pub mod settings;
 mod spool;
 
 pub use compose::{PRIMARY_FIELDS, Page, PageBody, PageContext, compose};
-pub use decode::{DecodeError, decode_body};
+pub use decode::{DecodeError, DecodeLimits, decode_body};
 pub use fetch::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse};
 pub use fragment::{X_WEIR_TEMPLATE, is_template};
 pub use observe::{Counts, Failure, FragmentEvent, FragmentOutcome, NoObserver, Observer};

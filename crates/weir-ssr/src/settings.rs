@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::decode::DecodeLimits;
 use crate::scan::ScanLimits;
 
 /// How a page is composed. One per route, shared by its pages.
@@ -44,6 +45,10 @@ pub struct ComposeSettings {
     pub template_read_ahead: usize,
     /// The scanner's bounds.
     pub scan: ScanLimits,
+    /// Bounds on decoding gzip or deflate fragments and templates: a
+    /// fragment past them is cut short as failed (its fallback when it had
+    /// not started streaming), a template past them fails the page.
+    pub decode: DecodeLimits,
 }
 
 impl Default for ComposeSettings {
@@ -59,6 +64,7 @@ impl Default for ComposeSettings {
             close_open_elements: false,
             template_read_ahead: 1024 * 1024,
             scan: ScanLimits::default(),
+            decode: DecodeLimits::default(),
         }
     }
 }

@@ -617,3 +617,59 @@ async fn a_range_or_conditional_request_gets_the_whole_composed_page_not_the_tem
         );
     }
 }
+
+#[test]
+fn a_gzip_bomb_fragment_is_cut_at_the_expansion_limit_and_logged() {
+    // 256 MiB of filler, gzipped by the origin to well under 1 MiB: past
+    // 1 MiB decoded the 100x ratio is broken and the fragment is cut.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let template = dir.path().join("page.html");
+    std::fs::write(
+        &template,
+        "<main><fragment src=\"/fragment/bomb?gzip=1&amp;bytes=268435456\">\
+         <p>fallback</p></fragment><fragment src=\"/fragment/after?gzip=1\"></fragment></main>",
+    )
+    .expect("write template");
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
+         [[upstream]]\nname = \"site\"\norigin = \"embedded\"\nroot = \"{}\"\n\n\
+         [[route]]\nupstream = \"site\"\n\n[route.ssr]\ntemplate_file = {:?}\n",
+        fixtures().display(),
+        template.display().to_string()
+    );
+    let weir = WeirProcess::start(&config);
+    let out = curl(&["-sS", "--max-time", "20", &weir.url("/")]);
+    assert!(out.status.success(), "curl: {out:?}");
+    let body = out.stdout;
+    assert!(
+        body.len() < 2 << 20,
+        "{} bytes reached the client: the bomb was not stopped",
+        body.len()
+    );
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.starts_with("<main>"),
+        "{}",
+        &text[..64.min(text.len())]
+    );
+    assert!(
+        text.ends_with(&format!("{}</main>", markup("after"))),
+        "the page after the bomb is missing: ...{}",
+        &text[text.len().saturating_sub(200)..]
+    );
+    let logged = eventually_sync(Duration::from_secs(5), || {
+        weir.log_text().contains("expands more than 100x")
+    });
+    assert!(logged, "no log line names the limit:\n{}", weir.log_text());
+}
+
+fn eventually_sync(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}

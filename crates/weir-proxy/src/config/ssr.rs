@@ -25,6 +25,10 @@ const MAX_INCLUDES: usize = 10_000;
 const MAX_DEPTH: usize = 10;
 /// `fragment_buffer_bytes` bounds: 1 KiB to 64 MiB.
 const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
+/// `max_decoded_bytes` bounds: 64 KiB to 16 GiB.
+const DECODED_RANGE: (u64, u64) = (64 << 10, 16 << 30);
+/// `max_decode_ratio` bounds: 2x to 100,000x.
+const RATIO_RANGE: (u64, u64) = (2, 100_000);
 
 /// The client's conditional and range fields, never forwarded to fragments.
 static NOT_FOR_FRAGMENTS: [HeaderName; 6] = [
@@ -65,6 +69,10 @@ pub(super) struct RawSsr {
     pub max_depth: Spanned<usize>,
     #[serde(default)]
     pub close_open_elements: bool,
+    #[serde(default = "d_max_decoded")]
+    pub max_decoded_bytes: Spanned<u64>,
+    #[serde(default = "d_max_ratio")]
+    pub max_decode_ratio: Spanned<u64>,
     pub forward_headers: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub forward_cookies: bool,
@@ -98,6 +106,12 @@ fn d_max_includes() -> Spanned<usize> {
 fn d_max_depth() -> Spanned<usize> {
     Spanned::new(0..0, defaults().max_depth)
 }
+fn d_max_decoded() -> Spanned<u64> {
+    Spanned::new(0..0, defaults().decode.max_decoded_bytes)
+}
+fn d_max_ratio() -> Spanned<u64> {
+    Spanned::new(0..0, defaults().decode.max_ratio)
+}
 
 /// `[route.ssr]` of route `i`, checked; reads the template file.
 pub(super) fn route_ssr(
@@ -114,16 +128,7 @@ pub(super) fn route_ssr(
     let s = raw.get_ref();
     let key = |k: &str| format!("route[{i}].ssr.{k}");
     let range = |v: &Spanned<usize>, k: &str, min: usize, max: usize| {
-        let n = *v.get_ref();
-        if n < min || n > max {
-            Err(errors.at(
-                v.span(),
-                key(k),
-                format!("{n} is out of range: expected {min} to {max}"),
-            ))
-        } else {
-            Ok(n)
-        }
+        in_range(v, (min, max), || key(k), errors)
     };
     let max_parallel = range(&s.max_parallel, "max_parallel", 1, MAX_PARALLEL)?;
     let buffer = range(
@@ -134,6 +139,13 @@ pub(super) fn route_ssr(
     )?;
     let max_includes = range(&s.max_includes, "max_includes", 1, MAX_INCLUDES)?;
     let max_depth = range(&s.max_depth, "max_depth", 0, MAX_DEPTH)?;
+    let range64 =
+        |v: &Spanned<u64>, k: &str, bounds: (u64, u64)| in_range(v, bounds, || key(k), errors);
+    let decode = weir_ssr::DecodeLimits {
+        max_decoded_bytes: range64(&s.max_decoded_bytes, "max_decoded_bytes", DECODED_RANGE)?,
+        max_ratio: range64(&s.max_decode_ratio, "max_decode_ratio", RATIO_RANGE)?,
+        ..weir_ssr::DecodeLimits::default()
+    };
 
     let forward_headers = match &s.forward_headers {
         None => DEFAULT_FORWARD_HEADERS
@@ -212,6 +224,7 @@ pub(super) fn route_ssr(
         max_includes,
         max_depth,
         close_open_elements: s.close_open_elements,
+        decode,
         ..ComposeSettings::default()
     };
     Ok(Some(SsrSpec {
@@ -223,6 +236,26 @@ pub(super) fn route_ssr(
         cache_fragments: s.cache_fragments,
         fragment_upstreams,
     }))
+}
+
+/// `v` when it lies within `min..=max`, else an error at its span naming
+/// the key `key()`.
+fn in_range<T: PartialOrd + Copy + std::fmt::Display>(
+    v: &Spanned<T>,
+    (min, max): (T, T),
+    key: impl FnOnce() -> String,
+    errors: &Errors<'_>,
+) -> Result<T, ConfigError> {
+    let n = *v.get_ref();
+    if n < min || n > max {
+        Err(errors.at(
+            v.span(),
+            key(),
+            format!("{n} is out of range: expected {min} to {max}"),
+        ))
+    } else {
+        Ok(n)
+    }
 }
 
 /// Why a client field may not be listed in `forward_headers`, if it may not.
@@ -304,6 +337,22 @@ mod tests {
     fn parse(lines: &str) -> Result<Config, String> {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         Config::parse(&format!("{UP}{lines}\n"), "t.toml", &root).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn decode_limits_have_defaults_and_bounds() {
+        let c = parse("[route.ssr]\n").expect("valid");
+        let d = c.routes[0].ssr.as_ref().expect("ssr").compose.decode;
+        assert_eq!((d.max_decoded_bytes, d.max_ratio), (64 << 20, 100));
+        let c = parse("[route.ssr]\nmax_decoded_bytes = 1048576\nmax_decode_ratio = 20\n")
+            .expect("valid");
+        let d = c.routes[0].ssr.as_ref().expect("ssr").compose.decode;
+        assert_eq!((d.max_decoded_bytes, d.max_ratio), (1 << 20, 20));
+        let e = parse("[route.ssr]\nmax_decode_ratio = 1\n").expect_err("too small");
+        assert!(e.contains("route[0].ssr.max_decode_ratio"), "{e}");
+        assert!(e.contains("t.toml:8"), "{e}");
+        let e = parse("[route.ssr]\nmax_decoded_bytes = 10\n").expect_err("too small");
+        assert!(e.contains("route[0].ssr.max_decoded_bytes"), "{e}");
     }
 
     #[test]

@@ -88,7 +88,8 @@ impl Exchange<'_> {
             return Ok((source, no_body));
         }
         let metrics = &self.proxy.metrics;
-        let template = match weir_ssr::decode_body(Box::pin(source), &parts.headers) {
+        let limits = ssr.spec.compose.decode;
+        let template = match weir_ssr::decode_body(Box::pin(source), &parts.headers, limits) {
             Ok(t) => t,
             Err(e) => {
                 self.record.reason = Some(format!("template: {e}"));
