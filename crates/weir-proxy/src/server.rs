@@ -206,7 +206,9 @@ impl Server {
 /// a response body that failed is already in the access log.
 fn log_connection_error(peer: SocketAddr, err: &(dyn std::error::Error + 'static)) {
     let body_failed = error_chain_has::<weir_stream::StreamError>(err);
-    let detail = crate::upstream::error_chain(err);
+    let chain = crate::upstream::error_chain(err);
+    // hyper's own text often starts with the words of our message.
+    let detail = chain.strip_prefix("connection error: ").unwrap_or(&chain);
     if body_failed {
         tracing::debug!(target: "weir::server", %peer, "connection closed after a body failed: {detail}");
     } else {

@@ -1,5 +1,6 @@
 //! The subcommands.
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -57,9 +58,13 @@ fn runtime(workers: usize) -> anyhow::Result<tokio::runtime::Runtime> {
 /// `weir check`: validate and print.
 pub fn check(path: &Path) -> anyhow::Result<()> {
     let config = load(Some(path))?;
-    print!("{}", describe(&config));
-    println!("config OK");
-    Ok(())
+    let text = format!("{}config OK\n", describe(&config));
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // `weir check | head`: the reader has what it wanted.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
 }
 
 fn balance_name(b: &Balance) -> String {

@@ -324,3 +324,23 @@ fn a_bad_log_level_is_said_first_with_status_2() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("invalid --log-level"), "{err}");
 }
+
+#[test]
+fn check_into_a_closed_pipe_exits_cleanly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, embedded_config().replace("{port}", "0")).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The reader goes away before weir writes: `weir check | true`.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -10,25 +10,33 @@ use super::types::CacheSettings;
 const MAX_FILL_HWM: usize = 4096;
 
 /// `[cache]`, checked: `max_bytes` at least 1, `max_object_bytes` in
-/// `1..=max_bytes`, `fill_hwm` in `1..=4096`.
+/// `1..=max_bytes` (left out: 8 MiB or `max_bytes`, whichever is less), `fill_hwm` in `1..=4096`.
 pub(super) fn cache_settings(
     c: &RawCache,
     errors: &Errors<'_>,
 ) -> Result<CacheSettings, ConfigError> {
     let max_bytes = *c.max_bytes.get_ref();
     check(&c.max_bytes, "max_bytes", 1, u64::MAX, errors)?;
-    check(
-        &c.max_object_bytes,
-        "max_object_bytes",
-        1,
-        max_bytes,
-        errors,
-    )?;
+    // Left out, `max_object_bytes` follows a smaller `max_bytes` down:
+    // the user never wrote it, so it must not be what the error is about.
+    let written = c.max_object_bytes.span() != (0..0);
+    let max_object_bytes = if written {
+        check(
+            &c.max_object_bytes,
+            "max_object_bytes",
+            1,
+            max_bytes,
+            errors,
+        )?;
+        *c.max_object_bytes.get_ref()
+    } else {
+        (*c.max_object_bytes.get_ref()).min(max_bytes)
+    };
     let hwm = Spanned::new(c.fill_hwm.span(), *c.fill_hwm.get_ref() as u64);
     check(&hwm, "fill_hwm", 1, MAX_FILL_HWM as u64, errors)?;
     Ok(CacheSettings {
         max_bytes,
-        max_object_bytes: *c.max_object_bytes.get_ref(),
+        max_object_bytes,
         fill_hwm: *c.fill_hwm.get_ref(),
         collapse_wait: c.collapse_wait,
         fill_on_client_abort: c.fill_on_client_abort,
@@ -90,6 +98,14 @@ mod tests {
         assert!(e.contains("cache.max_object_bytes"), "{e}");
         let e = parse("[cache]\nfill_hwm = 0\n").expect_err("hwm");
         assert!(e.contains("cache.fill_hwm"), "{e}");
+    }
+
+    #[test]
+    fn a_small_max_bytes_alone_takes_max_object_bytes_down_with_it() {
+        let c = parse("[cache]\nmax_bytes = 1048576\n").expect("valid");
+        assert_eq!(c.cache.max_object_bytes, 1 << 20);
+        let c = parse("[cache]\nmax_bytes = 1073741824\n").expect("valid");
+        assert_eq!(c.cache.max_object_bytes, 8 << 20);
     }
 
     #[test]

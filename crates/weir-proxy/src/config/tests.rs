@@ -534,3 +534,23 @@ fn strip_port_keeps_ipv6_brackets() {
     assert_eq!(strip_port("[::1]"), "[::1]");
     assert_eq!(strip_port("example.com"), "example.com");
 }
+
+#[test]
+fn a_duplicate_key_or_table_is_named_with_its_table() {
+    let text = "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\n\
+                [[route]]\nupstream = \"a\"\nupstream = \"a\"\n";
+    let e = Config::parse(text, "t.toml", Path::new("."))
+        .expect_err("duplicate")
+        .to_string();
+    assert!(e.starts_with("t.toml:7:"), "{e}");
+    assert!(e.contains("`upstream` is set twice in [[route]]"), "{e}");
+    let e = Config::parse(
+        "[server]\nworkers = 2\n[server]\n",
+        "t.toml",
+        Path::new("."),
+    )
+    .expect_err("duplicate table")
+    .to_string();
+    assert!(e.starts_with("t.toml:3:"), "{e}");
+    assert!(e.contains("`server` is set twice"), "{e}");
+}

@@ -338,7 +338,33 @@ fn toml_error(e: &toml::de::Error, key: String, errors: &Errors<'_>) -> ConfigEr
             "; declare each one under its own [[{table}]] header"
         ));
     }
-    errors.at(e.span().unwrap_or(0..0), key, message)
+    let span = e.span().unwrap_or(0..0);
+    if message == "duplicate key"
+        && let Some((name, table)) = duplicated(errors.text, span.start)
+    {
+        let table = table.map_or(String::new(), |t| format!(" in {t}"));
+        message = format!("`{name}` is set twice{table}; keep one");
+    }
+    errors.at(span, key, message)
+}
+
+/// The key written at byte `at` of `text` (a duplicate the TOML parser
+/// pointed at), and the header of the table it is in, if any.
+fn duplicated(text: &str, at: usize) -> Option<(&str, Option<&str>)> {
+    let rest = text.get(at..)?;
+    let end = rest.find(['=', ']', '\n', '#']).unwrap_or(rest.len());
+    let name = rest[..end].trim().trim_start_matches('[').trim();
+    if name.is_empty() {
+        return None;
+    }
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| l.split('#').next().unwrap_or(l).trim());
+    Some((name, table))
 }
 
 /// Why `prefix` can never match a request, if it cannot.
