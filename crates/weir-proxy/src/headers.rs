@@ -42,6 +42,10 @@ pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for
 pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 /// `X-Forwarded-Host`.
 pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+/// `X-Real-IP`: the client address, as nginx configs commonly set it.
+pub const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+/// `True-Client-IP`: the client address, as some CDNs set it.
+pub const TRUE_CLIENT_IP: HeaderName = HeaderName::from_static("true-client-ip");
 
 /// Removes every hop-by-hop field: the fixed list and every field named in
 /// `Connection` (RFC 9110 §7.6.1).
@@ -175,8 +179,11 @@ pub struct Peer<'a> {
 ///
 /// From a trusted peer, the peer's address is appended to the existing
 /// `X-Forwarded-For` chain (all its field lines folded into one), and existing
-/// `-Proto`/`-Host` are kept. From any other peer, all three are replaced
-/// and `Forwarded` is removed.
+/// `-Proto`/`-Host` are kept, as are `X-Real-IP` and `True-Client-IP`.
+/// From any other peer, all three are replaced, `Forwarded` and
+/// `True-Client-IP` are removed and `X-Real-IP` is set to the peer's
+/// address: a client cannot name an address of its choosing to an
+/// upstream that believes these fields.
 pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
     if peer.trusted {
         let mut chain = headers
@@ -204,6 +211,8 @@ pub fn set_forwarded(headers: &mut HeaderMap, peer: Peer<'_>) {
         }
     } else {
         headers.remove(header::FORWARDED);
+        headers.remove(TRUE_CLIENT_IP);
+        headers.insert(X_REAL_IP, peer.addr.text.clone());
         headers.insert(X_FORWARDED_FOR, peer.addr.text.clone());
         headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static(peer.proto));
         match peer.host {
@@ -412,6 +421,8 @@ mod tests {
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-proto", "https"),
             ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("true-client-ip", "6.6.6.6"),
         ]);
         set_forwarded(
             &mut h,
@@ -426,6 +437,8 @@ mod tests {
         assert_eq!(h["x-forwarded-proto"], "http");
         assert_eq!(h["x-forwarded-host"], "a.test");
         assert!(!h.contains_key("forwarded"));
+        assert_eq!(h["x-real-ip"], "10.0.0.1");
+        assert!(!h.contains_key("true-client-ip"));
     }
 
     #[test]
@@ -434,6 +447,8 @@ mod tests {
             ("x-forwarded-for", "1.1.1.1"),
             ("x-forwarded-for", "2.2.2.2"),
             ("x-forwarded-proto", "https"),
+            ("x-real-ip", "1.1.1.1"),
+            ("true-client-ip", "1.1.1.1"),
         ]);
         set_forwarded(
             &mut h,
@@ -446,6 +461,8 @@ mod tests {
         );
         assert_eq!(h["x-forwarded-for"], "1.1.1.1, 2.2.2.2, 10.0.0.1");
         assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-real-ip"], "1.1.1.1");
+        assert_eq!(h["true-client-ip"], "1.1.1.1");
     }
 
     #[test]

@@ -165,9 +165,13 @@ async fn forwarded_headers_from_an_untrusted_peer_are_replaced() {
         .header("x-forwarded-for", "6.6.6.6")
         .header("x-forwarded-proto", "https")
         .header("x-forwarded-host", "evil.example")
+        .header("x-real-ip", "6.6.6.6")
+        .header("true-client-ip", "6.6.6.6")
         .body(Full::default())
         .expect("request");
     let echo = echo(&proxy, req, false).await;
+    assert_eq!(header_values(&echo, "x-real-ip"), ["127.0.0.1"], "{echo}");
+    assert!(header_values(&echo, "true-client-ip").is_empty(), "{echo}");
     assert_eq!(
         header_values(&echo, "x-forwarded-for"),
         ["127.0.0.1"],
