@@ -297,3 +297,22 @@ async fn upstream_204_loses_its_content_length() {
     assert!(headers.get("content-length").is_none(), "{headers:?}");
     assert_eq!(body.map(|b| b.len()), Ok(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_body_that_fails_before_its_first_byte_is_a_502() {
+    for h2 in [false, true] {
+        for response in [
+            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        ] {
+            let (status, _, body) = through_raw_upstream(response, h2).await;
+            assert_eq!(
+                status,
+                502,
+                "h2={h2} {:?}: {body:?}",
+                String::from_utf8_lossy(response)
+            );
+            assert_eq!(body.as_deref(), Ok(&b"502 Bad Gateway\n"[..]), "h2={h2}");
+        }
+    }
+}

@@ -26,6 +26,11 @@ pin_project! {
         #[pin]
         inner: Incoming,
         conn: Option<Checkout>,
+        // Read ahead by `read_ahead`, handed out first: a data frame, or
+        // (rarely: a body of trailers only) the trailers, boxed to keep
+        // the body small.
+        ahead: Option<Bytes>,
+        ahead_trailers: Option<Box<http::HeaderMap>>,
     }
 }
 
@@ -46,7 +51,58 @@ impl PooledBody {
         if inner.is_end_stream() {
             give_back(&mut conn);
         }
-        PooledBody { inner, conn }
+        PooledBody {
+            inner,
+            conn,
+            ahead: None,
+            ahead_trailers: None,
+        }
+    }
+
+    /// Waits at most `grace` for the body's first frame and keeps it, to
+    /// be handed out first: a body that fails at once (a malformed first
+    /// chunk-size line sent with the head) fails here, while the response
+    /// head can still become a 502. A first frame that takes longer is not
+    /// waited for.
+    ///
+    /// # Errors
+    /// The body's error, when it failed within `grace`; the connection is
+    /// then closed.
+    pub(crate) async fn read_ahead(
+        &mut self,
+        grace: std::time::Duration,
+    ) -> Result<(), hyper::Error> {
+        if self.ahead.is_some() || self.ahead_trailers.is_some() || self.inner.is_end_stream() {
+            return Ok(());
+        }
+        let first = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_inner(cx));
+        match tokio::time::timeout(grace, first).await {
+            Ok(Some(Err(e))) => Err(e),
+            Ok(Some(Ok(frame))) => {
+                match frame.into_data() {
+                    Ok(data) => self.ahead = Some(data),
+                    Err(frame) => self.ahead_trailers = frame.into_trailers().ok().map(Box::new),
+                }
+                Ok(())
+            }
+            Ok(None) | Err(_) => Ok(()),
+        }
+    }
+
+    /// The next frame of the connection, its pool bookkeeping done.
+    fn poll_inner(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let mut this = self.project();
+        let polled = this.inner.as_mut().poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => give_back(this.conn),
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => give_back(this.conn),
+            Poll::Ready(Some(Err(_))) => drop(this.conn.take()),
+            _ => {}
+        }
+        polled
     }
 }
 
@@ -61,25 +117,32 @@ impl Body for PooledBody {
     type Error = hyper::Error;
 
     fn poll_frame(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let mut this = self.project();
-        let polled = this.inner.as_mut().poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) => give_back(this.conn),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => give_back(this.conn),
-            Poll::Ready(Some(Err(_))) => drop(this.conn.take()),
-            _ => {}
+        if let Some(data) = self.ahead.take() {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
         }
-        polled
+        if let Some(trailers) = self.ahead_trailers.take() {
+            return Poll::Ready(Some(Ok(Frame::trailers(*trailers))));
+        }
+        self.poll_inner(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.ahead.is_none() && self.ahead_trailers.is_none() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let mut hint = self.inner.size_hint();
+        if let Some(held) = &self.ahead {
+            let n = held.len() as u64;
+            // Upper first: `set_lower` insists on lower <= upper.
+            if let Some(upper) = hint.upper() {
+                hint.set_upper(upper.saturating_add(n));
+            }
+            hint.set_lower(hint.lower().saturating_add(n));
+        }
+        hint
     }
 }
