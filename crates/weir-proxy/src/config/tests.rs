@@ -534,3 +534,44 @@ fn strip_port_keeps_ipv6_brackets() {
     assert_eq!(strip_port("[::1]"), "[::1]");
     assert_eq!(strip_port("example.com"), "example.com");
 }
+
+#[test]
+fn route_upgrade_takes_tokens_case_insensitively_and_names_a_bad_one() {
+    let c = Config::parse(
+        &with_route("path_prefix = \"/ws\"\nupgrade = [\"WebSocket\"]"),
+        "t",
+        Path::new("."),
+    )
+    .expect("valid");
+    assert_eq!(c.routes[0].upgrade, Vec::<String>::new(), "default: none");
+    assert_eq!(c.routes[1].upgrade, ["websocket"]);
+    assert_eq!(
+        c.server.upgrade_idle_timeout,
+        std::time::Duration::from_secs(300)
+    );
+    let e = err(&with_route(
+        "path_prefix = \"/ws\"\nupgrade = [\"web socket\"]",
+    ));
+    assert!(
+        e.contains("test.toml:11:") && e.contains("key `route[1].upgrade[0]`"),
+        "{e}"
+    );
+    assert!(e.contains("not an Upgrade protocol name"), "{e}");
+    let twice = err(&with_route(
+        "path_prefix = \"/ws\"\nupgrade = [\"websocket\", \"WEBSOCKET\"]",
+    ));
+    assert!(
+        twice.contains("route[1].upgrade[1]") && twice.contains("twice"),
+        "{twice}"
+    );
+    let idle = Config::parse(
+        &format!("[server]\nupgrade_idle_timeout = \"300ms\"\n{OK}"),
+        "t",
+        Path::new("."),
+    )
+    .expect("valid");
+    assert_eq!(
+        idle.server.upgrade_idle_timeout,
+        std::time::Duration::from_millis(300)
+    );
+}
