@@ -10,11 +10,12 @@
 //!   TCP flow control reaches the sender).
 //! - **Idle timeout.** When no byte moves to or from the client for
 //!   `upgrade_idle_timeout`, both sides are closed.
-//! - **Closing.** An end of stream from one side is passed on as a
-//!   half-close (the write half of the other side is shut down) and the
-//!   other direction goes on until it ends too; an error on either side
-//!   ends both at once. A half-closed tunnel whose other side goes quiet is
-//!   ended by the idle timeout.
+//! - **Closing.** Either side closing ends the tunnel: an end of stream
+//!   from one side is passed on (what was read before it is written, then
+//!   the write half of the other side is shut down), and then both sides
+//!   are closed. Weir does not keep half-closed tunnels: a WebSocket ends
+//!   with its closing handshake, after which neither side sends more. An
+//!   error on either side closes both at once.
 //! - **Shutdown.** [`Tunnels`] knows every live tunnel: the server waits
 //!   for them within its grace period, then closes those still open.
 
@@ -121,12 +122,17 @@ where
         meter: Arc::clone(&meter),
     };
     let end = {
-        let copy = tokio::io::copy_bidirectional_with_sizes(
-            &mut client,
-            &mut upstream,
-            BUFFER_BYTES,
-            BUFFER_BYTES,
-        );
+        let mut up = Pipe::new();
+        let mut down = Pipe::new();
+        let copy = std::future::poll_fn(|cx| {
+            let to_upstream = up.poll_pipe(cx, &mut client, &mut upstream);
+            let to_client = down.poll_pipe(cx, &mut upstream, &mut client);
+            match (to_upstream, to_client) {
+                (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
+                (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
+                _ => Poll::Pending,
+            }
+        });
         tokio::pin!(copy);
         loop {
             let due = meter.last_activity() + idle;
@@ -148,6 +154,79 @@ where
         bytes_in: meter.read.load(Ordering::Relaxed),
         bytes_out: meter.written.load(Ordering::Relaxed),
         end,
+    }
+}
+
+/// One direction of a tunnel: a fixed buffer between a reader and a writer.
+#[derive(Debug)]
+struct Pipe {
+    buf: Box<[u8]>,
+    /// The bytes read and not written yet: `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// The reader ended.
+    eof: bool,
+    /// Bytes were written since the last flush.
+    unflushed: bool,
+}
+
+impl Pipe {
+    fn new() -> Pipe {
+        Pipe {
+            buf: vec![0u8; BUFFER_BYTES].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            eof: false,
+            unflushed: false,
+        }
+    }
+
+    /// Moves bytes from `from` to `to`, reading only into an empty buffer
+    /// (so a writer that does not take them stops the reading), flushing
+    /// `to` whenever `from` has nothing more yet. Ready once `from` ended
+    /// and that end was passed on (`to` flushed and shut down).
+    fn poll_pipe<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        from: &mut R,
+        to: &mut W,
+    ) -> Poll<io::Result<()>>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        loop {
+            while self.start < self.end {
+                let n = std::task::ready!(
+                    Pin::new(&mut *to).poll_write(cx, &self.buf[self.start..self.end])
+                )?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.start += n;
+                self.unflushed = true;
+            }
+            if self.eof {
+                std::task::ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                std::task::ready!(Pin::new(&mut *to).poll_shutdown(cx))?;
+                return Poll::Ready(Ok(()));
+            }
+            let mut read = ReadBuf::new(&mut self.buf);
+            match Pin::new(&mut *from).poll_read(cx, &mut read) {
+                Poll::Ready(res) => {
+                    res?;
+                    let n = read.filled().len();
+                    (self.start, self.end, self.eof) = (0, n, n == 0);
+                }
+                Poll::Pending => {
+                    if self.unflushed {
+                        std::task::ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                        self.unflushed = false;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
     }
 }
 
@@ -236,7 +315,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn bytes_go_both_ways_and_an_end_of_stream_is_passed_on() {
+    async fn bytes_go_both_ways_and_an_end_of_stream_is_passed_on_then_closes_both() {
         let (client, mut client_peer) = tokio::io::duplex(64);
         let (upstream, mut upstream_peer) = tokio::io::duplex(64);
         let tunnels = Tunnels::default();
@@ -255,8 +334,10 @@ mod tests {
         let mut got = Vec::new();
         client_peer.read_to_end(&mut got).await.expect("read");
         assert_eq!(got, b"pong!", "the upstream's EOF reaches the client");
-        client_peer.shutdown().await.expect("shutdown");
         let stats = task.await.expect("task");
+        let mut rest = Vec::new();
+        let _ = upstream_peer.read_to_end(&mut rest).await;
+        assert!(rest.is_empty(), "the upstream side is closed too");
         assert!(matches!(stats.end, TunnelEnd::Closed), "{:?}", stats.end);
         assert_eq!((stats.bytes_in, stats.bytes_out), (4, 5));
         assert_eq!(tunnels.live(), 0);
