@@ -327,10 +327,7 @@ pub fn only_chunked_fields(headers: &HeaderMap) -> bool {
 /// whose name (before any `/version`) `allowed` accepts, when `Connection`
 /// names `upgrade`. `None` when the request asks for nothing, or nothing
 /// allowed.
-pub fn requested_upgrade<'h>(
-    headers: &'h HeaderMap,
-    allowed: impl Fn(&str) -> bool,
-) -> Option<&'h str> {
+pub fn requested_upgrade(headers: &HeaderMap, allowed: impl Fn(&str) -> bool) -> Option<&str> {
     let asked = list::members_all(headers.get_all(header::CONNECTION))
         .any(|m| m.eq_ignore_ascii_case(b"upgrade"));
     if !asked {

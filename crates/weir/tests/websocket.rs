@@ -255,8 +255,7 @@ async fn a_route_without_upgrade_forwards_plain_http_and_no_101() {
     let proxy = proxy_for(&upstream, false, "").await;
     let err = ws_client(&proxy, "/no-upgrade")
         .await
-        .err()
-        .expect("no tunnel");
+        .expect_err("no tunnel");
     assert_eq!(refused_status(err), 200, "the upstream's plain answer");
     let head = upstream.heads().pop().expect("a head").to_ascii_lowercase();
     assert!(!head.contains("\r\nupgrade:"), "{head}");
@@ -267,10 +266,7 @@ async fn a_route_without_upgrade_forwards_plain_http_and_no_101() {
 async fn an_upstream_that_refuses_the_upgrade_gets_its_403_to_the_client() {
     let upstream = WsUpstream::start(Behaviour::Refuse).await;
     let proxy = proxy_for(&upstream, true, "").await;
-    let err = ws_client(&proxy, "/refused")
-        .await
-        .err()
-        .expect("no tunnel");
+    let err = ws_client(&proxy, "/refused").await.expect_err("no tunnel");
     assert_eq!(refused_status(err), 403);
     assert!(
         eventually(Duration::from_secs(2), || proxy.upstream_connections.live()
