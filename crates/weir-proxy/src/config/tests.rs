@@ -564,6 +564,8 @@ fn route_upgrade_takes_tokens_case_insensitively_and_names_a_bad_one() {
         twice.contains("route[1].upgrade[1]") && twice.contains("twice"),
         "{twice}"
     );
+    let h2c = err(&with_route("path_prefix = \"/ws\"\nupgrade = [\"H2C\"]"));
+    assert!(h2c.contains("h2c cannot be tunnelled"), "{h2c}");
     let idle = Config::parse(
         &format!("[server]\nupgrade_idle_timeout = \"300ms\"\n{OK}"),
         "t",

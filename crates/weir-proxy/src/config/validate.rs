@@ -303,6 +303,14 @@ fn route_upgrade(
             ));
         }
         let lower = text.to_ascii_lowercase();
+        if lower == "h2c" || lower.starts_with("h2c/") {
+            return Err(errors.at(
+                entry.span(),
+                key(),
+                "h2c cannot be tunnelled: its HTTP2-Settings field is for one hop only \
+                 (RFC 9110 §7.6.1), and Weir serves HTTP/2 to clients itself",
+            ));
+        }
         if out.contains(&lower) {
             return Err(errors.at(entry.span(), key(), format!("{text:?} is listed twice")));
         }

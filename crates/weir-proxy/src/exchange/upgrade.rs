@@ -348,7 +348,7 @@ mod tests {
         h2.extensions_mut()
             .insert(hyper::ext::Protocol::from_static("websocket"));
         assert_eq!(ask(&ws, &h2), Some(Ask::ExtendedConnect));
-        assert_eq!(ask(&route(&["h2c"]), &h2), None);
+        assert_eq!(ask(&route(&["tcp"]), &h2), None);
     }
 
     #[test]
