@@ -377,11 +377,12 @@ async fn either_side_closing_ends_the_other() {
     );
 }
 
-#[tokio::test]
-async fn an_http2_extended_connect_becomes_a_websocket_to_the_upstream() {
-    access_log();
-    let upstream = WsUpstream::start(Behaviour::Echo).await;
-    let proxy = proxy_for(&upstream, true, "").await;
+/// An RFC 8441 extended CONNECT for `websocket` to `path` through the
+/// proxy, from hyper's HTTP/2 client: the response head.
+async fn h2_extended_connect(
+    proxy: &common::Proxy,
+    path: &str,
+) -> http::Response<hyper::body::Incoming> {
     let tcp = TcpStream::connect(proxy.addr).await.expect("connect");
     let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
         .handshake::<_, Empty<Bytes>>(TokioIo::new(tcp))
@@ -391,7 +392,7 @@ async fn an_http2_extended_connect_becomes_a_websocket_to_the_upstream() {
     let request = || {
         http::Request::builder()
             .method(http::Method::CONNECT)
-            .uri(format!("http://{}/h2-chat", proxy.addr))
+            .uri(format!("http://{}{path}", proxy.addr))
             .header("sec-websocket-version", "13")
             .header("sec-websocket-protocol", "chat")
             .extension(hyper::ext::Protocol::from_static("websocket"))
@@ -411,7 +412,15 @@ async fn an_http2_extended_connect_becomes_a_websocket_to_the_upstream() {
             Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
-    let resp = resp.expect("the extended CONNECT was sent");
+    resp.expect("the extended CONNECT was sent")
+}
+
+#[tokio::test]
+async fn an_http2_extended_connect_becomes_a_websocket_to_the_upstream() {
+    access_log();
+    let upstream = WsUpstream::start(Behaviour::Echo).await;
+    let proxy = proxy_for(&upstream, true, "").await;
+    let resp = h2_extended_connect(&proxy, "/h2-chat").await;
     assert_eq!(resp.status(), http::StatusCode::OK);
     assert!(resp.headers().get("sec-websocket-accept").is_none());
     let io = hyper::upgrade::on(resp)
@@ -439,6 +448,35 @@ async fn an_http2_extended_connect_becomes_a_websocket_to_the_upstream() {
         .expect("an access log line for the tunnel");
     assert_eq!(line.get("status").map(String::as_str), Some("200"));
     assert_eq!(line.get("upgraded").map(String::as_str), Some("true"));
+}
+
+#[tokio::test]
+async fn an_http2_extended_connect_on_a_route_without_upgrade_is_501() {
+    let upstream = WsUpstream::start(Behaviour::Echo).await;
+    let proxy = proxy_for(&upstream, false, "").await;
+    let resp = h2_extended_connect(&proxy, "/h2-refused").await;
+    assert_eq!(resp.status(), http::StatusCode::NOT_IMPLEMENTED);
+    assert!(upstream.heads().is_empty(), "nothing went upstream");
+}
+
+#[tokio::test]
+async fn a_quiet_tunnel_outlives_the_connection_idle_deadline() {
+    // Without a tunnel, this connection would be closed after 100 ms +
+    // max(100 ms, 1 s) without a byte moving.
+    let upstream = WsUpstream::start(Behaviour::Echo).await;
+    let route = "upgrade = [\"websocket\"]";
+    let server = "header_read_timeout = \"100ms\"\nbody_idle_timeout = \"100ms\"\nupgrade_idle_timeout = \"10s\"";
+    let client = "response_header_timeout = \"1s\"";
+    let proxy = start_proxy(&config_text(&upstream.url(), server, client, route)).await;
+    let (mut ws, _) = ws_client(&proxy, "/quiet").await.expect("handshake");
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    ws.send(Message::text("still here")).await.expect("send");
+    let echoed = tokio::time::timeout(Duration::from_secs(3), ws.next())
+        .await
+        .expect("an answer")
+        .expect("a message")
+        .expect("ok");
+    assert_eq!(echoed.into_text().expect("text").as_str(), "still here");
 }
 
 #[tokio::test]
