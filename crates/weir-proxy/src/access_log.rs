@@ -4,6 +4,9 @@
 //! Lines go to `tracing` under the target `weir::access` at INFO, with the
 //! fields `method`, `path`, `status`, `bytes_in`, `bytes_out`,
 //! `duration_ms`, `upstream`, `outcome`, `peer` and, for failures, `reason`.
+//! An upgraded exchange (a tunnel, [`crate::tunnel`]) is logged when the
+//! tunnel ends, with `upgraded=true` and, in `bytes_in`/`bytes_out`, the
+//! bytes that went through it from and to the client.
 //!
 //! The same moment counts the request in the proxy's [`Metrics`], when the
 //! record was given them ([`AccessRecord::count_into`]): once per request.
@@ -77,6 +80,8 @@ pub struct AccessRecord {
     pub retried: Option<String>,
     /// Why it failed, for failure outcomes.
     pub reason: Option<String>,
+    /// The exchange switched protocols and became a tunnel.
+    pub upgraded: bool,
     counters: Arc<RequestCounters>,
     shutdown_cut: Arc<AtomicBool>,
     /// Where the finished request is counted, and its `route` label.
@@ -102,6 +107,7 @@ impl AccessRecord {
             attempts: 0,
             retried: None,
             reason: None,
+            upgraded: false,
             counters: Arc::new(RequestCounters::default()),
             shutdown_cut,
             metrics: None,
@@ -173,6 +179,7 @@ impl AccessRecord {
             server = self.server.as_deref().unwrap_or("-"),
             attempts = self.attempts,
             retried = self.retried.as_deref(),
+            upgraded = self.upgraded.then_some(true),
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),
@@ -213,6 +220,17 @@ impl ResponseLog {
             record: Some(record),
             on_success,
             expects_body,
+            bytes_out: 0,
+        }
+    }
+
+    /// A log stage that logs nothing: for the head of an exchange whose
+    /// record is written elsewhere (a tunnel logs when it ends).
+    pub fn detached() -> Self {
+        ResponseLog {
+            record: None,
+            on_success: Outcome::Ok,
+            expects_body: false,
             bytes_out: 0,
         }
     }

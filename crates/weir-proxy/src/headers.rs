@@ -11,6 +11,11 @@
 //!   HTTP/1.1 hop (RFC 9113 §8.2.3).
 //! - A response head from an upstream is checked and cleaned before it goes
 //!   downstream ([`response_head`]).
+//! - A protocol upgrade (RFC 9110 §7.8) is the one exception to the first
+//!   rule: on a route that tunnels it, `Upgrade` and `Connection: upgrade`
+//!   are set again for the next hop ([`requested_upgrade`], [`set_upgrade`]),
+//!   and an RFC 8441 extended CONNECT becomes an RFC 6455 handshake
+//!   ([`websocket_key`]).
 
 use std::net::IpAddr;
 
@@ -324,6 +329,49 @@ pub fn only_chunked_fields(headers: &HeaderMap) -> bool {
         .get_all(header::TRANSFER_ENCODING)
         .iter()
         .all(only_chunked)
+}
+
+/// The protocol a request asks to switch to (RFC 9110 §7.8) that
+/// `allowed` takes, as the client wrote it: the first member of `Upgrade`
+/// whose name (before any `/version`) `allowed` accepts, when `Connection`
+/// names `upgrade`. `None` when the request asks for nothing, or nothing
+/// allowed.
+pub fn requested_upgrade(headers: &HeaderMap, allowed: impl Fn(&str) -> bool) -> Option<&str> {
+    let asked = list::members_all(headers.get_all(header::CONNECTION))
+        .any(|m| m.eq_ignore_ascii_case(b"upgrade"));
+    if !asked {
+        return None;
+    }
+    list::members_all(headers.get_all(header::UPGRADE))
+        .filter_map(|m| std::str::from_utf8(m).ok())
+        .find(|m| allowed(upgrade_name(m)))
+}
+
+/// The protocol name of an `Upgrade` member: `websocket` of `websocket`,
+/// `h2c` of `h2c/1` (RFC 9110 §7.8: `protocol-name ["/" protocol-version]`).
+pub fn upgrade_name(member: &str) -> &str {
+    member.split('/').next().unwrap_or(member).trim()
+}
+
+/// Sets `Connection: upgrade` and `Upgrade: protocol` on a head whose
+/// hop-by-hop fields were removed: the one upgrade a tunnel forwards.
+pub fn set_upgrade(headers: &mut HeaderMap, protocol: &str) {
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    insert_str(headers, header::UPGRADE, protocol);
+}
+
+/// A fresh `Sec-WebSocket-Key` (RFC 6455 §4.1: 16 random bytes, base64),
+/// for the HTTP/1.1 handshake Weir makes from an RFC 8441 extended CONNECT.
+///
+/// # Errors
+/// The operating system's random source failed.
+pub fn websocket_key() -> Result<HeaderValue, getrandom::Error> {
+    use base64::Engine as _;
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce)?;
+    let text = base64::engine::general_purpose::STANDARD.encode(nonce);
+    // Base64 text is always a valid field value.
+    Ok(HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static("")))
 }
 
 fn insert_str(headers: &mut HeaderMap, name: HeaderName, value: &str) {

@@ -3,6 +3,8 @@
 use std::future::Future as _;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -28,6 +30,10 @@ const PREFACE_LEN: usize = 24;
 ///   HTTP/1 write, or an HTTP/2 stream with a zero window, that never
 ///   drains).
 ///
+/// While the connection carries a tunnel (an upgraded HTTP/1.1 connection
+/// or an RFC 8441 stream, see [`ConnTunnels`]), the idle deadline is off:
+/// the tunnel's own `upgrade_idle_timeout` bounds it instead.
+///
 /// The idle clock is checked lazily: activity only records an instant, and
 /// the timer is re-armed when it fires early, so a busy connection costs
 /// no timer updates. Writes, vectored ones included, pass straight through.
@@ -40,11 +46,46 @@ pub struct DownstreamIo<S> {
     idle: Duration,
     last_activity: Instant,
     idle_timer: Pin<Box<Sleep>>,
+    tunnels: Arc<ConnTunnels>,
+}
+
+/// The tunnels a downstream connection carries now: while there is one,
+/// its [`DownstreamIo`] idle deadline is off. Shared by the socket wrapper
+/// and the requests of its connection.
+#[derive(Debug, Default)]
+pub struct ConnTunnels(AtomicUsize);
+
+impl ConnTunnels {
+    /// Counts one tunnel until the guard is dropped.
+    pub fn open(self: &Arc<Self>) -> TunnelOnConn {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        TunnelOnConn(Arc::clone(self))
+    }
+
+    fn any(&self) -> bool {
+        self.0.load(Ordering::Acquire) > 0
+    }
+}
+
+/// One tunnel on a connection, counted in its [`ConnTunnels`] while it lives.
+#[derive(Debug)]
+pub struct TunnelOnConn(Arc<ConnTunnels>);
+
+impl Drop for TunnelOnConn {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl<S> DownstreamIo<S> {
-    /// Wraps an accepted socket.
-    pub fn new(inner: S, preface_timeout: Duration, idle: Duration) -> Self {
+    /// Wraps an accepted socket; `tunnels` turns the idle deadline off
+    /// while the connection carries a tunnel.
+    pub fn new(
+        inner: S,
+        preface_timeout: Duration,
+        idle: Duration,
+        tunnels: Arc<ConnTunnels>,
+    ) -> Self {
         let now = Instant::now();
         DownstreamIo {
             inner,
@@ -53,6 +94,7 @@ impl<S> DownstreamIo<S> {
             idle,
             last_activity: now,
             idle_timer: Box::pin(tokio::time::sleep_until(now + idle)),
+            tunnels,
         }
     }
 
@@ -71,6 +113,10 @@ impl<S> DownstreamIo<S> {
         loop {
             if self.idle_timer.as_mut().poll(cx).is_pending() {
                 return None;
+            }
+            if self.tunnels.any() {
+                // A tunnel's own idle timeout bounds it: count this as activity.
+                self.last_activity = Instant::now();
             }
             let due = self.last_activity + self.idle;
             if due <= Instant::now() {

@@ -71,6 +71,8 @@ pub struct Proxy {
     pub(crate) ssr_observer: Arc<crate::ssr::MetricsObserver>,
     /// Weir's `Via` entries (`via_pseudonym`), made once.
     pub(crate) via: Via,
+    /// Every live tunnel (upgraded exchange), for shutdown.
+    pub(crate) tunnels: Arc<crate::tunnel::Tunnels>,
 }
 
 /// A downstream connection's peer, as every request on it sees it: worked
@@ -83,6 +85,9 @@ pub struct Downstream {
     pub peer: PeerAddr,
     /// Whether it is one of `trusted_proxies`.
     pub trusted: bool,
+    /// The tunnels the connection carries (its idle deadline is off while
+    /// it has one).
+    pub(crate) tunnels: Arc<crate::io::ConnTunnels>,
 }
 
 impl Proxy {
@@ -146,6 +151,7 @@ impl Proxy {
             settings: config.server.clone(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
             via: Via::new(&config.server.via_pseudonym),
+            tunnels: Arc::default(),
         }))
     }
 
@@ -161,6 +167,11 @@ impl Proxy {
     /// Live upstream connection counts.
     pub fn upstream_connections(&self) -> &Arc<crate::counted::ConnectionCounts> {
         self.client.connections()
+    }
+
+    /// Every live tunnel: shutdown waits for them, then closes them.
+    pub fn tunnels(&self) -> &Arc<crate::tunnel::Tunnels> {
+        &self.tunnels
     }
 
     /// The proxy's metrics (served on the admin listener's `/metrics`).
@@ -186,6 +197,7 @@ impl Proxy {
             addr,
             peer: PeerAddr::new(addr.ip()),
             trusted: self.is_trusted(addr),
+            tunnels: Arc::default(),
         }
     }
 

@@ -38,6 +38,8 @@ pub struct Route {
     pub cache: bool,
     /// SSR composition, if the route's responses are templates.
     pub ssr: Option<crate::config::SsrSpec>,
+    /// The `Upgrade` protocols (lower-case) this route tunnels.
+    pub upgrade: Vec<String>,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -65,6 +67,7 @@ impl RouteTable {
                     body_log: s.body_log,
                     cache: s.cache,
                     ssr: s.ssr.clone(),
+                    upgrade: s.upgrade.clone(),
                 })
                 .collect(),
         }
@@ -95,6 +98,12 @@ fn prefix_matches(prefix: &str, path: &str) -> bool {
 }
 
 impl Route {
+    /// Whether this route tunnels the `Upgrade` protocol `token` (compared
+    /// case-insensitively, RFC 9110 §7.8).
+    pub fn allows_upgrade(&self, token: &str) -> bool {
+        self.upgrade.iter().any(|t| t.eq_ignore_ascii_case(token))
+    }
+
     /// The path to forward: `path` without the prefix if the route strips it.
     pub fn forward_path<'p>(&self, path: &'p str) -> &'p str {
         if !self.strip_prefix || self.path_prefix == "/" {
@@ -128,6 +137,7 @@ mod tests {
                     body_log: None,
                     cache: false,
                     ssr: None,
+                    upgrade: Vec::new(),
                 })
                 .collect(),
         }

@@ -1,6 +1,12 @@
 //! Listeners: accept connections, serve HTTP/1.1 and HTTP/2 (prior
 //! knowledge) on each, and shut down gracefully; and the admin listener
 //! ([`crate::admin`]) beside them.
+//!
+//! Connections are served with upgrades on (an HTTP/1.1 connection can
+//! switch protocols, RFC 9110 §7.8) and HTTP/2's extended CONNECT (RFC
+//! 8441 §3), so that routes with `upgrade` can tunnel WebSockets. On
+//! shutdown, tunnels ([`crate::tunnel`]) get the same grace period as
+//! in-flight requests, and are then closed.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,6 +26,9 @@ use crate::admin::AdminState;
 use crate::config::Config;
 use crate::io::DownstreamIo;
 use crate::proxy::Proxy;
+
+/// How long shutdown waits for closed tunnels to write their log lines.
+const TUNNEL_CLOSE_WAIT: Duration = Duration::from_millis(500);
 
 /// Bound listeners and the proxy that serves them.
 #[derive(Debug)]
@@ -107,7 +116,10 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout)
             .keep_alive(true);
-        builder.http2().timer(TokioTimer::new());
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .enable_connect_protocol();
 
         // One accept task per listener, all feeding one loop.
         let (tx, mut rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
@@ -143,6 +155,7 @@ impl Server {
             };
             let proxy = self.proxy.clone();
             let downstream = Arc::new(proxy.downstream(peer));
+            let downstream_tunnels = Arc::clone(&downstream.tunnels);
             let service = service_fn(move |req| {
                 let proxy = proxy.clone();
                 let downstream = Arc::clone(&downstream);
@@ -152,8 +165,11 @@ impl Server {
                 stream,
                 self.header_read_timeout,
                 self.connection_idle_timeout,
+                Arc::clone(&downstream_tunnels),
             ));
-            let conn = builder.serve_connection(io, service).into_owned();
+            let conn = builder
+                .serve_connection_with_upgrades(io, service)
+                .into_owned();
             let conn = graceful.watch(conn);
             let mut force_close = force_close_rx.clone();
             tokio::spawn(async move {
@@ -176,21 +192,33 @@ impl Server {
         drop(rx);
         // The admin listener stays up while requests drain, saying so.
         admin_state.set_draining();
+        let tunnels = Arc::clone(self.proxy.tunnels());
         tracing::info!(
             target: "weir::server",
             connections = graceful.count(),
+            tunnels = tunnels.live(),
             grace_ms = self.shutdown_grace.as_millis() as u64,
             "shutting down: no longer accepting, waiting for in-flight requests"
         );
-        if tokio::time::timeout(self.shutdown_grace, graceful.shutdown())
+        // Upgraded HTTP/1.1 connections have left hyper (their connection
+        // futures ended with the switch): the tunnels are waited for
+        // beside the connections, within the same grace period.
+        let drained = async {
+            graceful.shutdown().await;
+            tunnels.drained().await;
+        };
+        if tokio::time::timeout(self.shutdown_grace, drained)
             .await
             .is_err()
         {
-            tracing::warn!(target: "weir::server", "grace period over; closing the remaining connections");
+            tracing::warn!(target: "weir::server", tunnels = tunnels.live(), "grace period over; closing the remaining connections and tunnels");
             self.proxy.mark_shutdown_cut();
             let _ = force_close.send(true);
-            // Let the connection tasks run their drops (and access log lines).
+            tunnels.close_all();
+            // Let the connection tasks run their drops (and access log
+            // lines), and the tunnels theirs, for a moment.
             tokio::task::yield_now().await;
+            let _ = tokio::time::timeout(TUNNEL_CLOSE_WAIT, tunnels.drained()).await;
         }
         let _ = stop_admin.send(true);
         if let Some(task) = admin_task {

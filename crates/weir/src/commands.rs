@@ -167,6 +167,9 @@ fn describe(config: &Config) -> String {
         if r.cache {
             out += "          cache=on\n";
         }
+        if !r.upgrade.is_empty() {
+            out += &format!("          upgrade={}\n", r.upgrade.join(","));
+        }
         if let Some(ssr) = &r.ssr {
             let c = &ssr.compose;
             let source = match &ssr.template_file {
@@ -222,10 +225,11 @@ fn describe(config: &Config) -> String {
         s.via_pseudonym,
     );
     out += &format!(
-        "timeouts  header_read={} body_idle={} shutdown_grace={} connect={} response_header={}\n",
+        "timeouts  header_read={} body_idle={} shutdown_grace={} upgrade_idle={} connect={} response_header={}\n",
         format_duration(s.header_read_timeout),
         format_duration(s.body_idle_timeout),
         format_duration(s.shutdown_grace),
+        format_duration(s.upgrade_idle_timeout),
         format_duration(c.connect_timeout),
         format_duration(c.response_header_timeout),
     );

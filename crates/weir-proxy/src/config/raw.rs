@@ -70,6 +70,8 @@ pub(super) struct RawServer {
     pub via_pseudonym: Spanned<String>,
     pub workers: Option<Spanned<i64>>,
     pub access_log: Option<Spanned<String>>,
+    #[serde(with = "duration")]
+    pub upgrade_idle_timeout: Duration,
 }
 
 impl Default for RawServer {
@@ -82,6 +84,7 @@ impl Default for RawServer {
             via_pseudonym: Spanned::new(0..0, "weir".to_owned()),
             workers: None,
             access_log: None,
+            upgrade_idle_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -301,6 +304,9 @@ pub(super) struct RawRoute {
     pub cache: bool,
     /// `[route.ssr]`: SSR fragment composition.
     pub ssr: Option<Spanned<super::ssr::RawSsr>>,
+    /// `upgrade = ["websocket"]`: the `Upgrade` tokens forwarded as a tunnel.
+    #[serde(default)]
+    pub upgrade: Vec<Spanned<String>>,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.

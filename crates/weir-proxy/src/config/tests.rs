@@ -554,3 +554,46 @@ fn a_duplicate_key_or_table_is_named_with_its_table() {
     assert!(e.starts_with("t.toml:3:"), "{e}");
     assert!(e.contains("`server` is set twice"), "{e}");
 }
+
+#[test]
+fn route_upgrade_takes_tokens_case_insensitively_and_names_a_bad_one() {
+    let c = Config::parse(
+        &with_route("path_prefix = \"/ws\"\nupgrade = [\"WebSocket\"]"),
+        "t",
+        Path::new("."),
+    )
+    .expect("valid");
+    assert_eq!(c.routes[0].upgrade, Vec::<String>::new(), "default: none");
+    assert_eq!(c.routes[1].upgrade, ["websocket"]);
+    assert_eq!(
+        c.server.upgrade_idle_timeout,
+        std::time::Duration::from_secs(300)
+    );
+    let e = err(&with_route(
+        "path_prefix = \"/ws\"\nupgrade = [\"web socket\"]",
+    ));
+    assert!(
+        e.contains("test.toml:11:") && e.contains("key `route[1].upgrade[0]`"),
+        "{e}"
+    );
+    assert!(e.contains("not an Upgrade protocol name"), "{e}");
+    let twice = err(&with_route(
+        "path_prefix = \"/ws\"\nupgrade = [\"websocket\", \"WEBSOCKET\"]",
+    ));
+    assert!(
+        twice.contains("route[1].upgrade[1]") && twice.contains("twice"),
+        "{twice}"
+    );
+    let h2c = err(&with_route("path_prefix = \"/ws\"\nupgrade = [\"H2C\"]"));
+    assert!(h2c.contains("h2c cannot be tunnelled"), "{h2c}");
+    let idle = Config::parse(
+        &format!("[server]\nupgrade_idle_timeout = \"300ms\"\n{OK}"),
+        "t",
+        Path::new("."),
+    )
+    .expect("valid");
+    assert_eq!(
+        idle.server.upgrade_idle_timeout,
+        std::time::Duration::from_millis(300)
+    );
+}

@@ -84,6 +84,10 @@ pub struct ServerSettings {
     pub workers: usize,
     /// Where the access log goes (`access_log`, default `"stderr"`).
     pub access_log: AccessLogTarget,
+    /// An upgraded connection (a WebSocket tunnel, RFC 9110 §7.8) on which
+    /// no byte moves either way for this long is closed on both sides
+    /// (`upgrade_idle_timeout`, default 300 s).
+    pub upgrade_idle_timeout: Duration,
 }
 
 /// Where the access log (the `weir::access` lines) goes: `[server]
@@ -347,6 +351,10 @@ pub struct RouteSpec {
     pub cache: bool,
     /// `[route.ssr]`: responses are templates composed from fragments.
     pub ssr: Option<SsrSpec>,
+    /// `upgrade`: the protocols (`Upgrade` tokens, RFC 9110 §7.8; lower-case)
+    /// a client may switch to through this route, e.g. `["websocket"]`.
+    /// Empty (the default): `Upgrade` is removed like any hop-by-hop field.
+    pub upgrade: Vec<String>,
 }
 
 /// A route's `[route.ssr]`, validated.

@@ -139,6 +139,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             Some(a) => access_log(a.get_ref(), base_dir)
                 .map_err(|why| errors.at(a.span(), "server.access_log", why))?,
         },
+        upgrade_idle_timeout: raw.server.upgrade_idle_timeout,
     };
 
     let listeners = if raw.listeners.is_empty() {
@@ -250,6 +251,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                  not stored; cache the fragments with `cache_fragments = true` instead",
             ));
         }
+        let upgrade = route_upgrade(i, &r.upgrade, &errors)?;
         routes.push(RouteSpec {
             host,
             path_prefix,
@@ -261,6 +263,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             body_log,
             cache: r.cache,
             ssr,
+            upgrade,
         });
     }
 
@@ -277,6 +280,43 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         routes,
         admin,
     })
+}
+
+/// A route's `upgrade` list: HTTP tokens (RFC 9110 §7.8: a protocol name
+/// is a token, optionally `/version`), lower-cased, each listed once.
+fn route_upgrade(
+    i: usize,
+    raw: &[toml::Spanned<String>],
+    errors: &Errors<'_>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::with_capacity(raw.len());
+    for (j, entry) in raw.iter().enumerate() {
+        let text = entry.get_ref();
+        let key = || format!("route[{i}].upgrade[{j}]");
+        let valid =
+            !text.is_empty() && text.split('/').count() <= 2 && text.split('/').all(is_token);
+        if !valid {
+            return Err(errors.at(
+                entry.span(),
+                key(),
+                format!("{text:?} is not an Upgrade protocol name (an HTTP token, such as \"websocket\")"),
+            ));
+        }
+        let lower = text.to_ascii_lowercase();
+        if lower == "h2c" || lower.starts_with("h2c/") {
+            return Err(errors.at(
+                entry.span(),
+                key(),
+                "h2c cannot be tunnelled: its HTTP2-Settings field is for one hop only \
+                 (RFC 9110 §7.6.1), and Weir serves HTTP/2 to clients itself",
+            ));
+        }
+        if out.contains(&lower) {
+            return Err(errors.at(entry.span(), key(), format!("{text:?} is listed twice")));
+        }
+        out.push(lower);
+    }
+    Ok(out)
 }
 
 /// `[admin]`, checked: loopback only unless `allow_public`, and not one of

@@ -7,8 +7,9 @@
 //!
 //! | phase | what it does | where |
 //! |---|---|---|
-//! | downstream request filter | refuses `CONNECT`, unknown transfer codings | [`request::filter`] |
+//! | downstream request filter | refuses `CONNECT` (but RFC 8441's), unknown transfer codings | [`request::filter`] |
 //! | route | normalized path, host, route, upstream | [`request::route`] |
+//! | upgrade | a protocol switch the route allows becomes a tunnel | [`upgrade`] |
 //! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
 //! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
 //! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
@@ -33,6 +34,7 @@ pub(crate) mod response;
 pub(crate) mod send;
 pub(crate) mod sent;
 pub(crate) mod ssr_hook;
+pub(crate) mod upgrade;
 pub(crate) mod upstream_request;
 pub(crate) mod upstream_response;
 
@@ -75,6 +77,13 @@ impl Proxy {
 impl Exchange<'_> {
     /// The phases after routing, in order.
     async fn run(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
+        if let Some(ask) = upgrade::ask(self.target.route, &req) {
+            return self.tunnel(req, ask).await;
+        }
+        if req.method() == Method::CONNECT {
+            // An extended CONNECT (RFC 8441) the route does not tunnel.
+            return self.answer(upgrade::NOT_TUNNELLED);
+        }
         if self.ssr.as_ref().is_some_and(SsrHook::serves_file) {
             return self.file_page(req.method(), req.uri()).await;
         }

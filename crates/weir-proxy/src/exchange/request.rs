@@ -35,10 +35,11 @@ impl Target<'_> {
 /// The downstream request filter.
 ///
 /// # Errors
-/// `405` for `CONNECT` (Weir is no forward proxy); `501` for a transfer
-/// coding other than `chunked` (RFC 9112 §6.1).
+/// `405` for `CONNECT` (Weir is no forward proxy), except an HTTP/2
+/// extended CONNECT (RFC 8441 §4, with `:protocol`), left to the upgrade
+/// phase; `501` for a transfer coding other than `chunked` (RFC 9112 §6.1).
 pub(crate) fn filter<B>(req: &Request<B>) -> Result<(), Local> {
-    if req.method() == Method::CONNECT {
+    if req.method() == Method::CONNECT && req.extensions().get::<hyper::ext::Protocol>().is_none() {
         return Err(Local::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "405 Method Not Allowed: Weir is not a forward proxy\n",

@@ -209,7 +209,7 @@ impl Exchange<'_> {
 }
 
 /// How a failed attempt counts for ejection and metrics.
-fn attempt_result(err: &UpstreamError) -> AttemptResult {
+pub(crate) fn attempt_result(err: &UpstreamError) -> AttemptResult {
     match err {
         UpstreamError::ConnectRefused { .. } | UpstreamError::Connect { .. } => {
             AttemptResult::ConnectFailed

@@ -35,15 +35,7 @@ impl Exchange<'_> {
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
         let Some(server) = self.pick_server(&parts.headers, &[]) else {
-            let group = &self.target.upstream.group;
-            let reason = format!("no server of upstream {:?} is available", group.name);
-            tracing::warn!(target: "weir::proxy", upstream = %group.name, status = 503, "{reason}");
-            self.record.reason = Some(reason);
-            return Err(Local::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "503 Service Unavailable: no upstream server is available\n",
-                Outcome::UpstreamError,
-            ));
+            return Err(self.no_server());
         };
         self.server = server;
         self.upstream_head(&mut parts, server)?;
@@ -99,6 +91,19 @@ impl Exchange<'_> {
             m.send(&parts, self.target.forward_path(), self.proxy);
         }
         Ok(Request::from_parts(parts, body))
+    }
+
+    /// The `503` of a request whose upstream has no server available.
+    pub(crate) fn no_server(&mut self) -> Local {
+        let group = &self.target.upstream.group;
+        let reason = format!("no server of upstream {:?} is available", group.name);
+        tracing::warn!(target: "weir::proxy", upstream = %group.name, status = 503, "{reason}");
+        self.record.reason = Some(reason);
+        Local::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "503 Service Unavailable: no upstream server is available\n",
+            Outcome::UpstreamError,
+        )
     }
 
     /// The retry buffer a request body gets, in bytes: on an upstream that

@@ -106,6 +106,19 @@ impl PooledBody {
     }
 }
 
+impl PooledBody {
+    /// `inner`, read on a connection of its own that is closed after it
+    /// (one that was opened to switch protocols and did not).
+    pub(crate) fn unpooled(inner: Incoming) -> PooledBody {
+        PooledBody {
+            inner,
+            conn: None,
+            ahead: None,
+            ahead_trailers: None,
+        }
+    }
+}
+
 fn give_back(conn: &mut Option<Checkout>) {
     if let Some(Checkout { pool, sender }) = conn.take() {
         pool.put_back(sender);

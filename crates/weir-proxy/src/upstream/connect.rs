@@ -40,6 +40,29 @@ impl Dial {
         authority: &str,
         counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
     ) -> Result<Sender, UpstreamError> {
+        self.open_with(authority, counted, false).await
+    }
+
+    /// [`Dial::open`] for a connection that may switch protocols
+    /// (`101`, RFC 9110 §7.8): its connection task hands the socket over
+    /// to `hyper::upgrade::on` instead of closing it.
+    ///
+    /// # Errors
+    /// As [`Dial::open`].
+    pub async fn open_upgradable(
+        &self,
+        authority: &str,
+        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+    ) -> Result<Sender, UpstreamError> {
+        self.open_with(authority, counted, true).await
+    }
+
+    async fn open_with(
+        &self,
+        authority: &str,
+        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+        upgrades: bool,
+    ) -> Result<Sender, UpstreamError> {
         let stream = match tokio::time::timeout(self.timeout, self.tcp()).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(self.connect_error(&e, authority)),
@@ -62,7 +85,12 @@ impl Dial {
                     detail: super::error::error_chain(&e),
                 })?;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let ended = if upgrades {
+                conn.with_upgrades().await
+            } else {
+                conn.await
+            };
+            if let Err(e) = ended {
                 tracing::debug!(target: "weir::upstream", "upstream connection ended: {e}");
             }
         });

@@ -146,6 +146,52 @@ impl UpstreamClient {
     }
 }
 
+impl UpstreamClient {
+    /// Sends `req`, a request to switch protocols (RFC 9110 §7.8), on a
+    /// new connection of `pool`'s server of its own (counted, never
+    /// pooled), and waits for the response head, at most
+    /// `response_header_timeout`. The URI is made origin form; with
+    /// `set_host`, `Host` is the server's authority. A `101` answer keeps
+    /// the connection for `hyper::upgrade::on`; any other answer closes it
+    /// once its body was read.
+    ///
+    /// # Cancel safety
+    /// Dropping the future closes the connection.
+    ///
+    /// # Errors
+    /// What failed: the connect, the exchange, or the deadline.
+    pub(crate) async fn send_upgrade(
+        &self,
+        pool: &Arc<ServerPool>,
+        req: Request<RequestBody>,
+        set_host: bool,
+    ) -> Result<Response<hyper::body::Incoming>, UpstreamError> {
+        let (mut parts, body) = req.into_parts();
+        if set_host {
+            parts
+                .headers
+                .insert(header::HOST, pool.host_field().clone());
+        }
+        parts.uri = origin_form(std::mem::take(&mut parts.uri));
+        let req = Request::from_parts(parts, body);
+        let deadline = self.settings.response_header_timeout;
+        let exchange = async {
+            let mut sender = pool.connect_upgradable().await?;
+            sender
+                .send_request(req)
+                .await
+                .map_err(|e| request_error(&e, pool))
+        };
+        match tokio::time::timeout(deadline, exchange).await {
+            Ok(sent) => sent,
+            Err(_) => Err(UpstreamError::ResponseHeaderTimeout {
+                authority: pool.authority().to_owned(),
+                ms: deadline.as_millis() as u64,
+            }),
+        }
+    }
+}
+
 /// A request that got no response.
 #[derive(Debug)]
 pub struct SendFailure {

@@ -118,6 +118,19 @@ impl ServerPool {
             .await
     }
 
+    /// Opens a connection of its own for one request that asks to switch
+    /// protocols: counted like the others, never pooled.
+    ///
+    /// # Errors
+    /// The connect failure, as [`Dial::open`] gives it.
+    pub async fn connect_upgradable(&self) -> Result<Sender, UpstreamError> {
+        let counts = &self.counts;
+        let live = &self.live;
+        self.dial
+            .open_upgradable(&self.authority, |io| Counted::new(io, counts.guard(live)))
+            .await
+    }
+
     /// Takes back a connection whose exchange ended cleanly. One that is
     /// not ready yet (hyper has not finished the exchange on its side) is
     /// waited for by a small task, at most `pool_idle_timeout`.
