@@ -23,6 +23,7 @@ use weir_stream::{Batch, StreamError, Transform};
 use weir_transform::chain::StageError;
 
 use crate::body::idle::BodyIdleTimeout;
+use crate::body::limits::{BodyTooLarge, BodyTooSlow};
 use crate::metrics::{InFlight, Metrics, RequestSample, RouteMetrics};
 pub use crate::outcome::Outcome;
 
@@ -42,6 +43,10 @@ pub enum ClientBodyFailure {
     Broken = 1,
     /// The client sent nothing for `body_idle_timeout`.
     IdleTimeout = 2,
+    /// The body grew past `max_request_body_bytes`.
+    TooLarge = 3,
+    /// The client sent it slower than `request_body_min_rate`.
+    TooSlow = 4,
 }
 
 impl RequestCounters {
@@ -50,6 +55,8 @@ impl RequestCounters {
         match self.client_failure.load(Ordering::Relaxed) {
             1 => Some(ClientBodyFailure::Broken),
             2 => Some(ClientBodyFailure::IdleTimeout),
+            3 => Some(ClientBodyFailure::TooLarge),
+            4 => Some(ClientBodyFailure::TooSlow),
             _ => None,
         }
     }
@@ -88,6 +95,9 @@ pub struct AccessRecord {
     metrics: Option<(Arc<Metrics>, Arc<RouteMetrics>)>,
     /// Keeps the upstream request in flight until the record is written.
     in_flight: Option<InFlight>,
+    /// The route's `max_concurrent_requests` slot, held until the record
+    /// is written (the response body ended).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// Whether the line was written.
     done: bool,
 }
@@ -112,7 +122,26 @@ impl AccessRecord {
             shutdown_cut,
             metrics: None,
             in_flight: None,
+            slot: None,
             done: false,
+        }
+    }
+
+    /// Takes a slot of the route's `max_concurrent_requests`, if it has
+    /// one: `false` when every slot is taken (the request gets a `503`).
+    pub fn admit(&mut self, slots: Option<&Arc<tokio::sync::Semaphore>>) -> bool {
+        let Some(slots) = slots else {
+            return true;
+        };
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(slot) => {
+                self.slot = Some(slot);
+                true
+            }
+            Err(_) => {
+                self.reason = Some("max_concurrent_requests reached".to_owned());
+                false
+            }
         }
     }
 
@@ -313,11 +342,16 @@ impl Transform for RequestTally {
     fn abort(&mut self, reason: &StreamError) {
         // The upstream side stopping early is not the client's fault.
         if matches!(reason, StreamError::Failed(_)) {
-            let idle = reason
-                .reason()
-                .is_some_and(|r| r.downcast_ref::<BodyIdleTimeout>().is_some());
+            let why = reason.reason();
+            let idle = why.is_some_and(|r| r.downcast_ref::<BodyIdleTimeout>().is_some());
+            let large = why.is_some_and(|r| r.downcast_ref::<BodyTooLarge>().is_some());
+            let slow = why.is_some_and(|r| r.downcast_ref::<BodyTooSlow>().is_some());
             self.counters.set_client_failure(if idle {
                 ClientBodyFailure::IdleTimeout
+            } else if large {
+                ClientBodyFailure::TooLarge
+            } else if slow {
+                ClientBodyFailure::TooSlow
             } else {
                 ClientBodyFailure::Broken
             });

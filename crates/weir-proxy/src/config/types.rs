@@ -88,6 +88,8 @@ pub struct ServerSettings {
     /// no byte moves either way for this long is closed on both sides
     /// (`upgrade_idle_timeout`, default 300 s).
     pub upgrade_idle_timeout: Duration,
+    /// The request limits (`max_request_head_bytes` and the rest).
+    pub limits: super::limits::RequestLimits,
 }
 
 /// Where the access log (the `weir::access` lines) goes: `[server]
@@ -355,6 +357,9 @@ pub struct RouteSpec {
     /// a client may switch to through this route, e.g. `["websocket"]`.
     /// Empty (the default): `Upgrade` is removed like any hop-by-hop field.
     pub upgrade: Vec<String>,
+    /// The route's limits: `max_request_body_bytes` (the route's, else
+    /// `[server]`'s) and `max_concurrent_requests`.
+    pub limits: super::limits::RouteLimits,
 }
 
 /// A route's `[route.ssr]`, validated.

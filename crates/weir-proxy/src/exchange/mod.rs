@@ -44,6 +44,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
 use self::context::Exchange;
+use self::local::Local;
 use self::sent::Sent;
 use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
@@ -61,9 +62,12 @@ impl Proxy {
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.count_into(Arc::clone(&self.metrics), self.route_label(None));
         let head_only = req.method() == Method::HEAD;
-        let routed = request::filter(&req)
+        let routed = request::filter(&req, &self.settings.limits)
             .and_then(|()| request::route(&self.routes, &self.upstreams, &req));
         match routed {
+            Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
+                local::answer(record, Local::too_busy(), head_only)
+            }
             Ok(target) => {
                 Exchange::new(self, target, &req, downstream, record)
                     .run(req)

@@ -179,6 +179,22 @@ impl Exchange<'_> {
                     Outcome::ClientAborted,
                 )
             }
+            Some(ClientBodyFailure::TooLarge) => {
+                tracing::debug!(target: "weir::proxy", "request body over its limit: {err}");
+                Local::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "413 Content Too Large: the request body is over this route's limit\n",
+                    Outcome::BadRequest,
+                )
+            }
+            Some(ClientBodyFailure::TooSlow) => {
+                tracing::debug!(target: "weir::proxy", "request body too slow: {err}");
+                Local::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "408 Request Timeout: the request body came too slowly\n",
+                    Outcome::ClientAborted,
+                )
+            }
             Some(ClientBodyFailure::Broken) => {
                 tracing::debug!(target: "weir::proxy", "request body failed: {err}");
                 Local::new(

@@ -14,6 +14,7 @@ use super::local::Local;
 use super::mirror_hook;
 use crate::access_log::RequestTally;
 use crate::body::idle::IdleTimeout;
+use crate::body::limits::{BodyBounds, ClientLimits};
 use crate::body::request::{Outgoing, RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
@@ -34,6 +35,7 @@ impl Exchange<'_> {
         req: Request<Incoming>,
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
+        self.body_within_limit(&parts.headers)?;
         let Some(server) = self.pick_server(&parts.headers, &[]) else {
             return Err(self.no_server());
         };
@@ -54,9 +56,12 @@ impl Exchange<'_> {
                     HeaderValue::from_static("chunked"),
                 );
             }
-            let client = IdleTimeout::new(
-                HttpBodySource::new(body),
-                self.proxy.settings.body_idle_timeout,
+            let client = ClientLimits::new(
+                IdleTimeout::new(
+                    HttpBodySource::new(body),
+                    self.proxy.settings.body_idle_timeout,
+                ),
+                self.body_bounds(),
             );
             Some(match &mut mirror {
                 Some(m) => m.split(client),
@@ -91,6 +96,42 @@ impl Exchange<'_> {
             m.send(&parts, self.target.forward_path(), self.proxy);
         }
         Ok(Request::from_parts(parts, body))
+    }
+
+    /// The bounds of the client's body on this route.
+    fn body_bounds(&self) -> BodyBounds {
+        let limits = &self.proxy.settings.limits;
+        BodyBounds {
+            max_bytes: self.target.route.max_body_bytes,
+            min_rate: limits.body_min_rate,
+            grace: limits.body_rate_grace,
+        }
+    }
+
+    /// A `413` for a body whose `Content-Length` is over the route's
+    /// `max_request_body_bytes` (RFC 9110 §15.5.14), before anything goes
+    /// upstream. A chunked body is held to the limit as it streams.
+    fn body_within_limit(&mut self, headers: &http::HeaderMap) -> Result<(), Local> {
+        let Some(limit) = self.target.route.max_body_bytes else {
+            return Ok(());
+        };
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match declared {
+            Some(n) if n > limit => {
+                let reason = format!("Content-Length {n} over max_request_body_bytes = {limit}");
+                tracing::debug!(target: "weir::proxy", "{reason}");
+                self.record.reason = Some(reason);
+                Err(Local::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "413 Content Too Large: the request body is over this route's limit\n",
+                    Outcome::BadRequest,
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The `503` of a request whose upstream has no server available.
