@@ -89,6 +89,11 @@ pub struct AccessRecord {
     pub reason: Option<String>,
     /// The exchange switched protocols and became a tunnel.
     pub upgraded: bool,
+    /// The request's `X-Request-Id`.
+    pub request_id: Option<http::HeaderValue>,
+    /// The request target's query, without the `?` (as nginx's `$request`
+    /// carries it).
+    query: Option<String>,
     counters: Arc<RequestCounters>,
     shutdown_cut: Arc<AtomicBool>,
     /// Where the finished request is counted, and its `route` label.
@@ -118,6 +123,8 @@ impl AccessRecord {
             retried: None,
             reason: None,
             upgraded: false,
+            request_id: None,
+            query: req.uri().query().map(str::to_owned),
             counters: Arc::new(RequestCounters::default()),
             shutdown_cut,
             metrics: None,
@@ -200,6 +207,7 @@ impl AccessRecord {
             target: "weir::access",
             method = %self.method,
             path = %self.path,
+            query = self.query.as_deref(),
             status = self.status,
             bytes_in,
             bytes_out,
@@ -212,6 +220,7 @@ impl AccessRecord {
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),
+            request_id = self.request_id.as_ref().and_then(|v| v.to_str().ok()),
         );
     }
 }

@@ -56,15 +56,17 @@ impl Proxy {
     /// response (4xx/5xx) and an access log line.
     pub async fn handle(
         &self,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         downstream: &Downstream,
     ) -> Response<ResponseBody> {
+        let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
+        record.request_id = Some(id.clone());
         record.count_into(Arc::clone(&self.metrics), self.route_label(None));
         let head_only = req.method() == Method::HEAD;
         let routed = request::filter(&req, &self.settings.limits)
             .and_then(|()| request::route(&self.routes, &self.upstreams, &req));
-        match routed {
+        let mut resp = match routed {
             Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
                 local::answer(record, Local::too_busy(), head_only)
             }
@@ -74,7 +76,10 @@ impl Proxy {
                     .await
             }
             Err(local) => local::answer(record, local, head_only),
-        }
+        };
+        resp.headers_mut()
+            .insert(crate::request_id::X_REQUEST_ID, id);
+        resp
     }
 }
 
