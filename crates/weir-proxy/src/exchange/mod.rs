@@ -12,7 +12,8 @@
 //! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
 //! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
 //! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
-//! | send | connect and response head; the retry point | [`send`] |
+//! | send | connect and response head (HTTP/1.1 or h2c); the retry point | [`send`] |
+//! | gRPC failures | Weir's own 502/503/504 to a gRPC call as `grpc-status` | [`grpc`] |
 //! | response head filter | hop-by-hop, `Via`, refusals | [`upstream_response`] |
 //! | fan-out | cache fill and body log, on the upstream's bytes | [`cache_hook`], [`response`] |
 //! | response body pipeline | SSR composition, the route's transforms | [`compose`], [`response`] |
@@ -26,6 +27,7 @@ pub(crate) mod cache_hook;
 pub(crate) mod cache_lookup;
 pub(crate) mod compose;
 pub(crate) mod context;
+pub(crate) mod grpc;
 pub(crate) mod local;
 pub(crate) mod mirror_hook;
 pub(crate) mod request;

@@ -14,7 +14,8 @@ use super::connect::Sender;
 use super::pool::ServerPool;
 
 pin_project! {
-    /// The body of an upstream response, `Incoming` with its connection.
+    /// The body of an upstream response, `Incoming` with its connection
+    /// (an HTTP/1.1 one; none for a stream of an HTTP/2 connection).
     ///
     /// When the body ends (its last frame read, or no body at all: `HEAD`,
     /// 204, 304, `Content-Length: 0`), the connection goes back to its
@@ -47,6 +48,15 @@ impl PooledBody {
             give_back(&mut conn);
         }
         PooledBody { inner, conn }
+    }
+}
+
+impl PooledBody {
+    /// `inner`, read from a stream of a shared HTTP/2 connection: nothing
+    /// goes back to a pool when it ends (the connection stays open for
+    /// other streams either way).
+    pub(crate) fn unpooled(inner: Incoming) -> PooledBody {
+        PooledBody { inner, conn: None }
     }
 }
 

@@ -1,0 +1,264 @@
+//! HTTP/2 to an upstream server over cleartext TCP with prior knowledge
+//! (h2c, RFC 9113 §3.3): one multiplexed connection per server, shared by
+//! every request to it as concurrent streams, and opened again when it
+//! closed or failed.
+//!
+//! The connection is counted in [`crate::counted::ConnectionCounts`] like
+//! an HTTP/1.1 one, for as long as its socket lives. It has no idle
+//! expiry: it stays open until the server closes it (a `GOAWAY`, a reset)
+//! or it fails, then the next request opens a new one.
+
+use std::error::Error as StdError;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderValue, Request, Response, Uri, header};
+use hyper::body::Incoming;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+
+use super::connect::handshake_error;
+use super::error::{SendFailure, UpstreamError, caused_by_lag, error_chain};
+use crate::body::request::RequestBody;
+use crate::counted::Counted;
+
+/// A new counted socket to the server.
+type Socket = Counted<TokioIo<TcpStream>>;
+
+/// The sending half of one HTTP/2 upstream connection; clones share it.
+type H2Sender = http2::SendRequest<RequestBody>;
+
+/// A server's one HTTP/2 connection, when it has one open.
+#[derive(Debug, Default)]
+pub(crate) struct H2Slot {
+    /// The open connection and its generation (which connection it is, so
+    /// a failure forgets only the connection that failed).
+    current: Mutex<Option<(u64, H2Sender)>>,
+    /// Held while a connection is being opened, so concurrent requests
+    /// wait for that one instead of each opening its own.
+    opening: tokio::sync::Mutex<u64>,
+}
+
+impl H2Slot {
+    fn lock(&self) -> MutexGuard<'_, Option<(u64, H2Sender)>> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The open connection, if it is still open.
+    fn live(&self) -> Option<(u64, H2Sender)> {
+        match &*self.lock() {
+            Some((n, sender)) if !sender.is_closed() => Some((*n, sender.clone())),
+            _ => None,
+        }
+    }
+
+    /// The open connection, or a new one (opened once for all the requests
+    /// that wait for it). The `bool` says whether it was just opened.
+    async fn sender<F>(
+        &self,
+        authority: &str,
+        socket: impl Fn() -> F,
+    ) -> Result<(u64, H2Sender, bool), UpstreamError>
+    where
+        F: Future<Output = Result<Socket, UpstreamError>>,
+    {
+        if let Some((n, sender)) = self.live() {
+            return Ok((n, sender, false));
+        }
+        let mut generation = self.opening.lock().await;
+        if let Some((n, sender)) = self.live() {
+            return Ok((n, sender, false));
+        }
+        let sender = open(socket().await?, authority).await?;
+        *generation += 1;
+        *self.lock() = Some((*generation, sender.clone()));
+        Ok((*generation, sender, true))
+    }
+
+    /// Forgets connection `n` if it is still the current one: the next
+    /// request opens a new connection. The connection itself closes once
+    /// its streams in flight are done with it.
+    fn forget(&self, n: u64) {
+        let mut current = self.lock();
+        if current.as_ref().is_some_and(|(m, _)| *m == n) {
+            *current = None;
+        }
+    }
+}
+
+/// Handshakes HTTP/2 on `io` and spawns the connection.
+async fn open(io: Socket, authority: &str) -> Result<H2Sender, UpstreamError> {
+    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+        .handshake(io)
+        .await
+        .map_err(|e| handshake_error(&e, authority))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(target: "weir::upstream", "upstream HTTP/2 connection ended: {e}");
+        }
+    });
+    Ok(sender)
+}
+
+impl H2Slot {
+    /// One exchange as a stream of the HTTP/2 connection to `authority`,
+    /// opened on a socket from `socket` when there is none. A request the
+    /// connection could not take (it had closed, nothing was sent) goes on a
+    /// new connection.
+    ///
+    /// # Errors
+    /// A [`SendFailure`]; the request comes back with it when none of it was
+    /// sent. A stream the server refused unprocessed is
+    /// [`UpstreamError::Refused`].
+    pub(crate) async fn exchange<F>(
+        &self,
+        authority: &str,
+        socket: impl Fn() -> F,
+        mut req: Request<RequestBody>,
+    ) -> Result<Response<Incoming>, SendFailure>
+    where
+        F: Future<Output = Result<Socket, UpstreamError>>,
+    {
+        loop {
+            let (n, mut sender, fresh) = match self.sender(authority, &socket).await {
+                Ok(s) => s,
+                Err(error) => {
+                    return Err(SendFailure {
+                        error,
+                        unsent: Some(req),
+                    });
+                }
+            };
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok(resp),
+                Err(mut e) => {
+                    if sender.is_closed() || refused(e.error()) {
+                        self.forget(n);
+                    }
+                    match e.take_message() {
+                        Some(unsent) if !fresh => req = unsent,
+                        unsent => {
+                            return Err(SendFailure {
+                                error: stream_error(e.error(), authority),
+                                unsent,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether the server refused the stream before processing any of it, so
+/// that it is safe to send again whatever its method (RFC 9113 §8.7): a
+/// `RST_STREAM` with `REFUSED_STREAM`, or the stream failed by a graceful
+/// `GOAWAY` (`NO_ERROR`) whose last stream id is below it (only those
+/// streams get that error; §6.8).
+fn refused(err: &hyper::Error) -> bool {
+    let err: &(dyn StdError + 'static) = err;
+    std::iter::successors(Some(err), |&e| e.source()).any(|e| {
+        e.downcast_ref::<h2::Error>().is_some_and(|h| {
+            h.reason() == Some(h2::Reason::REFUSED_STREAM)
+                || (h.is_go_away() && h.is_remote() && h.reason() == Some(h2::Reason::NO_ERROR))
+        })
+    })
+}
+
+/// A failure after the stream was opened.
+fn stream_error(err: &hyper::Error, authority: &str) -> UpstreamError {
+    let authority = authority.to_owned();
+    if caused_by_lag(err) {
+        UpstreamError::BodyDetached { authority }
+    } else if refused(err) {
+        UpstreamError::Refused {
+            authority,
+            detail: error_chain(err),
+        }
+    } else {
+        UpstreamError::Request {
+            authority,
+            detail: error_chain(err),
+        }
+    }
+}
+
+/// `parts` made an HTTP/2 request to the server at `authority` (RFC 9113
+/// §8.3.1): an absolute `http` URI whose authority is the request's `Host`
+/// field (it is removed: the `:authority` pseudo-header carries it) or,
+/// without one, the server's; every connection-specific field removed
+/// (§8.2.2), `TE` only as `trailers`.
+pub(crate) fn prepare(parts: &mut http::request::Parts, authority: &str) {
+    crate::headers::remove_connection_specific(&mut parts.headers);
+    let authority = parts
+        .headers
+        .remove(header::HOST)
+        .and_then(|host| host_authority(&host))
+        .or_else(|| Authority::try_from(authority).ok());
+    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+    uri.scheme = Some(Scheme::HTTP);
+    if authority.is_some() {
+        uri.authority = authority;
+    }
+    if uri.path_and_query.is_none() {
+        uri.path_and_query = Some(PathAndQuery::from_static("/"));
+    }
+    parts.uri = Uri::from_parts(uri).unwrap_or_else(|_| Uri::from_static("/"));
+    parts.version = http::Version::HTTP_2;
+}
+
+/// A `Host` field's value as an authority, when it is a valid one.
+fn host_authority(host: &HeaderValue) -> Option<Authority> {
+    Authority::try_from(host.as_bytes()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(fields: &[(&str, &str)]) -> http::request::Parts {
+        let mut b = Request::builder().uri("http://10.0.0.9:1/a?b");
+        for (k, v) in fields {
+            b = b.header(*k, *v);
+        }
+        b.body(()).expect("request").into_parts().0
+    }
+
+    #[test]
+    fn the_request_gets_the_servers_authority_and_no_connection_fields() {
+        let mut parts = head(&[
+            ("connection", "x-hop"),
+            ("x-hop", "1"),
+            ("keep-alive", "5"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "h2c"),
+            ("te", "trailers"),
+            ("x-kept", "yes"),
+        ]);
+        prepare(&mut parts, "10.0.0.1:8080");
+        assert_eq!(parts.uri, "http://10.0.0.1:8080/a?b");
+        assert_eq!(parts.version, http::Version::HTTP_2);
+        for gone in [
+            "connection",
+            "x-hop",
+            "keep-alive",
+            "transfer-encoding",
+            "upgrade",
+            "host",
+        ] {
+            assert!(parts.headers.get(gone).is_none(), "{gone} kept");
+        }
+        assert_eq!(parts.headers["te"], "trailers");
+        assert_eq!(parts.headers["x-kept"], "yes");
+    }
+
+    #[test]
+    fn a_preserved_host_becomes_the_authority_and_te_other_than_trailers_goes() {
+        let mut parts = head(&[("host", "example.com:8443"), ("te", "gzip")]);
+        prepare(&mut parts, "10.0.0.1:8080");
+        assert_eq!(parts.uri, "http://example.com:8443/a?b");
+        assert!(parts.headers.get("host").is_none());
+        assert!(parts.headers.get("te").is_none());
+    }
+}
