@@ -208,3 +208,53 @@ async fn a_refused_post_is_retried_on_another_server() {
         "round robin sent some requests to the refusing server first"
     );
 }
+
+#[tokio::test]
+async fn health_checks_of_an_h2c_upstream_speak_http2() {
+    let (addr, _task) = upstream(true).await;
+    let config = weir_config(&[addr], "h2c")
+        .replace(
+            "[[route]]",
+            "[upstream.health]\npath = \"/health\"\ninterval = \"20ms\"\nfall = 1\nrise = 1\n\n[[route]]",
+        );
+    let proxy = start_proxy(&config).await;
+    // Several checks have run: an HTTP/1.1 check would have failed against
+    // this HTTP/2-only server and taken it out (503).
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (status, headers, _) = get(&proxy.url("/a"), false).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["x-version"], "HTTP/2.0");
+    assert_eq!(
+        proxy.upstream_connections.opened(),
+        1,
+        "checks and requests share the one HTTP/2 connection"
+    );
+}
+
+#[tokio::test]
+async fn a_mirror_copy_to_an_h2c_upstream_goes_over_http2() {
+    let (primary, _t1) = upstream(false).await;
+    let (shadow, _t2) = upstream(true).await;
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{primary}\"\n\n\
+         [[upstream]]\nname = \"shadow\"\nurl = \"http://{shadow}\"\nprotocol = \"h2c\"\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"app\"\n\n\
+         [route.mirror]\nupstream = \"shadow\"\n"
+    );
+    let proxy = start_proxy(&config).await;
+    let (status, headers, _) = get(&proxy.url("/a"), false).await;
+    assert_eq!(
+        (status.as_u16(), &headers["x-version"]),
+        (200, &HeaderValue::from_static("HTTP/1.1"))
+    );
+    let stats = proxy.metrics.clone();
+    // An HTTP/1.1 copy would fail against the HTTP/2-only shadow.
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || stats
+            .mirror_request_count(weir_proxy::outcome::MirrorOutcome::Ok)
+            == 1)
+        .await,
+        "the copy was answered"
+    );
+}

@@ -16,7 +16,7 @@ pub struct SendFailure {
 }
 
 /// Why an upstream request produced no response.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum UpstreamError {
     /// The TCP connection was refused.

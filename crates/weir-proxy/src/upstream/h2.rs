@@ -9,6 +9,7 @@
 //! or it fails, then the next request opens a new one.
 
 use std::error::Error as StdError;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use http::uri::{Authority, PathAndQuery, Scheme};
@@ -37,7 +38,22 @@ pub(crate) struct H2Slot {
     current: Mutex<Option<(u64, H2Sender)>>,
     /// Held while a connection is being opened, so concurrent requests
     /// wait for that one instead of each opening its own.
-    opening: tokio::sync::Mutex<u64>,
+    opening: tokio::sync::Mutex<Opening>,
+    /// Connection attempts finished so far, failed or not.
+    finished: AtomicU64,
+}
+
+/// What the opening lock keeps.
+#[derive(Debug, Default)]
+struct Opening {
+    /// Connections opened so far; the last one's generation.
+    generation: u64,
+    /// The last attempt, when it failed: its number (in order of finishing)
+    /// and its error. The requests that arrived before it finished get that
+    /// error rather than each trying again in turn (which, against a
+    /// server that does not answer, would cost every waiter a whole connect
+    /// timeout more than the one before).
+    failed: Option<(u64, UpstreamError)>,
 }
 
 impl H2Slot {
@@ -66,14 +82,33 @@ impl H2Slot {
         if let Some((n, sender)) = self.live() {
             return Ok((n, sender, false));
         }
-        let mut generation = self.opening.lock().await;
+        let seen = self.finished.load(Ordering::Acquire);
+        let mut opening = self.opening.lock().await;
         if let Some((n, sender)) = self.live() {
             return Ok((n, sender, false));
         }
-        let sender = open(socket().await?, authority).await?;
-        *generation += 1;
-        *self.lock() = Some((*generation, sender.clone()));
-        Ok((*generation, sender, true))
+        if let Some((attempt, error)) = &opening.failed
+            && *attempt > seen
+        {
+            return Err(error.clone());
+        }
+        let opened = match socket().await {
+            Ok(io) => open(io, authority).await,
+            Err(e) => Err(e),
+        };
+        let attempt = self.finished.fetch_add(1, Ordering::AcqRel) + 1;
+        match opened {
+            Ok(sender) => {
+                opening.generation += 1;
+                opening.failed = None;
+                *self.lock() = Some((opening.generation, sender.clone()));
+                Ok((opening.generation, sender, true))
+            }
+            Err(error) => {
+                opening.failed = Some((attempt, error.clone()));
+                Err(error)
+            }
+        }
     }
 
     /// Forgets connection `n` if it is still the current one: the next
@@ -215,7 +250,57 @@ fn host_authority(host: &HeaderValue) -> Option<Authority> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
     use super::*;
+
+    #[tokio::test]
+    async fn requests_that_wait_for_a_failing_connect_share_its_error() {
+        let slot = Arc::new(H2Slot::default());
+        let dials = Arc::new(AtomicUsize::new(0));
+        let waiters: Vec<_> = (0..8)
+            .map(|_| {
+                let (slot, dials) = (Arc::clone(&slot), Arc::clone(&dials));
+                tokio::spawn(async move {
+                    let dial = || {
+                        dials.fetch_add(1, Ordering::SeqCst);
+                        async {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            Err::<Socket, _>(UpstreamError::ConnectTimeout {
+                                authority: "10.0.0.1:1".to_owned(),
+                                ms: 50,
+                            })
+                        }
+                    };
+                    slot.sender("10.0.0.1:1", dial).await.map(|_| ())
+                })
+            })
+            .collect();
+        for w in waiters {
+            let err = w.await.expect("task").expect_err("no server");
+            assert!(matches!(err, UpstreamError::ConnectTimeout { .. }), "{err}");
+        }
+        assert_eq!(
+            dials.load(Ordering::SeqCst),
+            1,
+            "one connect for all of them"
+        );
+        // A request that comes after the failure tries again.
+        let again = slot
+            .sender("10.0.0.1:1", || {
+                dials.fetch_add(1, Ordering::SeqCst);
+                async {
+                    Err::<Socket, _>(UpstreamError::ConnectRefused {
+                        authority: "10.0.0.1:1".to_owned(),
+                    })
+                }
+            })
+            .await;
+        assert!(matches!(again, Err(UpstreamError::ConnectRefused { .. })));
+        assert_eq!(dials.load(Ordering::SeqCst), 2);
+    }
 
     fn head(fields: &[(&str, &str)]) -> http::request::Parts {
         let mut b = Request::builder().uri("http://10.0.0.9:1/a?b");

@@ -56,10 +56,10 @@ impl UpstreamClient {
         &self.counts
     }
 
-    /// Sends `req` (with an absolute `http://` URI; a `Host` field is added
-    /// from it when the request has none) over HTTP/1.1, whatever its
-    /// version, and waits for the response head. The request is written
-    /// in origin form (RFC 9112 §3.2.1).
+    /// Sends `req` (with an absolute `http://` URI) and waits for the
+    /// response head: as a stream of the server's HTTP/2 connection when
+    /// its version is HTTP/2, else over HTTP/1.1, in origin form (RFC 9112
+    /// §3.2.1) with a `Host` field from the URI when the request has none.
     ///
     /// A request that a pooled connection could not take (it closed while
     /// idle, before anything was written) goes out on another connection.
@@ -75,8 +75,7 @@ impl UpstreamClient {
         &self,
         req: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, UpstreamError> {
-        let (mut parts, body) = req.into_parts();
-        parts.version = Version::HTTP_11;
+        let (parts, body) = req.into_parts();
         let pool = match parts.uri.authority() {
             Some(authority) if parts.uri.scheme() == Some(&Scheme::HTTP) => self.pool(authority),
             _ => {
