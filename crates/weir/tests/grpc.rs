@@ -485,3 +485,30 @@ async fn many_concurrent_calls_share_one_upstream_connection() {
     assert_eq!(proxy.upstream_connections.opened(), 1, "Weir opened one");
     assert_eq!(proxy.upstream_connections.live(), 1, "and keeps it open");
 }
+
+#[tokio::test]
+async fn an_upstream_with_no_healthy_server_is_unavailable_with_the_reason() {
+    let server = grpc_server().await;
+    // Every check fails (the server answers 200, the check wants 204), so
+    // the one server is taken out after the first one.
+    let proxy = start_proxy(&format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"grpc\"\nurl = \"http://{}\"\nprotocol = \"h2c\"\n\n\
+         [upstream.health]\npath = \"/health\"\ninterval = \"20ms\"\nexpect_status = \"204\"\nfall = 1\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"grpc\"\n",
+        server.addr
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut c = client(&proxy).await;
+    let err = unary(&mut c, Request::new(msg("hello", 1)))
+        .await
+        .expect_err("no healthy server");
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message()
+            .contains("no server of upstream \"grpc\" is available"),
+        "{:?}",
+        err.message()
+    );
+}

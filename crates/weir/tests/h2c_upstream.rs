@@ -258,3 +258,55 @@ async fn a_mirror_copy_to_an_h2c_upstream_goes_over_http2() {
         "the copy was answered"
     );
 }
+
+/// An HTTP/2 server that answers the client preface with an empty
+/// `SETTINGS` and a graceful `GOAWAY` (`NO_ERROR`, last stream id 0): it
+/// processes no stream at all. Frames written by hand (RFC 9113 §6.5, §6.8).
+async fn going_away() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let settings = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+                let goaway = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+                if stream.write_all(&settings).await.is_err()
+                    || stream.write_all(&goaway).await.is_err()
+                {
+                    return;
+                }
+                // Read (and drop) whatever the client sends until it closes.
+                let mut buf = [0u8; 4096];
+                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test]
+async fn a_post_to_a_server_going_away_is_retried_on_another_server() {
+    let (leaving, _t1) = going_away().await;
+    let (good, _t2) = upstream(true).await;
+    let proxy = start_proxy(&weir_config(&[leaving, good], "h2c")).await;
+    for i in 0..4 {
+        let req = Request::post(proxy.url("/order"))
+            .body(Full::new(Bytes::from_static(b"not idempotent")))
+            .expect("request");
+        let resp = client(true).request(req).await.expect("response");
+        assert_eq!(resp.status(), 200, "request {i}");
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(body, "14 bytes\n");
+    }
+    let attempts = proxy.metrics.encode().expect("metrics");
+    assert!(
+        attempts
+            .lines()
+            .any(|l| l.starts_with("weir_upstream_attempts_total")
+                && l.contains(&leaving.to_string())
+                && l.contains("result=\"connect_failed\"")
+                && !l.ends_with(" 0")),
+        "the leaving server was tried and counted as not having taken the request:\n{attempts}"
+    );
+}
