@@ -168,7 +168,7 @@ impl H2Slot {
             match sender.try_send_request(req).await {
                 Ok(resp) => return Ok(resp),
                 Err(mut e) => {
-                    if sender.is_closed() || refused(e.error()) {
+                    if sender.is_closed() || going_away(e.error()) {
                         self.forget(n);
                     }
                     match e.take_message() {
@@ -192,13 +192,23 @@ impl H2Slot {
 /// `GOAWAY` (`NO_ERROR`) whose last stream id is below it (only those
 /// streams get that error; §6.8).
 fn refused(err: &hyper::Error) -> bool {
-    let err: &(dyn StdError + 'static) = err;
-    std::iter::successors(Some(err), |&e| e.source()).any(|e| {
-        e.downcast_ref::<h2::Error>().is_some_and(|h| {
-            h.reason() == Some(h2::Reason::REFUSED_STREAM)
-                || (h.is_go_away() && h.is_remote() && h.reason() == Some(h2::Reason::NO_ERROR))
-        })
+    h2_error(err).is_some_and(|h| {
+        h.reason() == Some(h2::Reason::REFUSED_STREAM)
+            || (h.is_go_away() && h.is_remote() && h.reason() == Some(h2::Reason::NO_ERROR))
     })
+}
+
+/// Whether the server sent `GOAWAY`: its connection takes no new streams,
+/// so the next request opens another. (A `REFUSED_STREAM` alone leaves the
+/// connection in use: the server may just be busy.)
+fn going_away(err: &hyper::Error) -> bool {
+    h2_error(err).is_some_and(|h| h.is_go_away() && h.is_remote())
+}
+
+/// The HTTP/2 error in `err`'s chain, if any.
+fn h2_error(err: &hyper::Error) -> Option<&h2::Error> {
+    let err: &(dyn StdError + 'static) = err;
+    std::iter::successors(Some(err), |&e| e.source()).find_map(|e| e.downcast_ref::<h2::Error>())
 }
 
 /// A failure after the stream was opened.
