@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
 use weir_proxy::config::{
-    AccessLogTarget, Balance, Config, HashKey, HostHeader, UpstreamTarget, format_duration,
+    AccessLogTarget, Balance, Config, HashKey, HostHeader, Protocol, UpstreamTarget,
+    format_duration,
 };
 
 use crate::logging;
@@ -111,6 +112,14 @@ fn describe(config: &Config) -> String {
                     u.name,
                     root.display()
                 );
+            }
+        }
+        match u.protocol {
+            Protocol::Http1 => {}
+            Protocol::H2c => out += "          protocol h2c (HTTP/2, prior knowledge)\n",
+            Protocol::Auto => {
+                out +=
+                    "          protocol auto (h2c for HTTP/2 and gRPC requests, else HTTP/1.1)\n";
             }
         }
         if let Some(h) = &u.health {

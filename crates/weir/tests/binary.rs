@@ -159,6 +159,30 @@ fn check_prints_resolved_routes() {
 }
 
 #[test]
+fn check_prints_an_upstreams_protocol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("h2c.toml");
+    std::fs::write(
+        &path,
+        "[[upstream]]\nname = \"grpc\"\nurl = \"http://127.0.0.1:50051\"\nprotocol = \"h2c\"\n\n\
+         [[route]]\nupstream = \"grpc\"\n",
+    )
+    .expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run weir check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("protocol h2c"), "{text}");
+}
+
+#[test]
 fn check_names_file_line_and_key_of_a_bad_config() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad.toml");

@@ -24,7 +24,7 @@ use prometheus_client::metrics::counter::Counter;
 
 pub use server::{AttemptResult, Server};
 
-use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, RetrySettings};
+use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings};
 use budget::RetryBudget;
 use ring::Ring;
 
@@ -49,6 +49,9 @@ pub struct UpstreamGroup {
     pub(crate) retry_budget_exhausted: Counter,
     /// Time zero of the servers' ejection clocks.
     epoch: Instant,
+    /// `protocol`: the HTTP version its servers are spoken to in (set
+    /// after [`UpstreamGroup::new`]; HTTP/1.1 until then).
+    pub(crate) protocol: Protocol,
 }
 
 #[derive(Debug)]
@@ -106,6 +109,7 @@ impl UpstreamGroup {
             health,
             servers,
             epoch: Instant::now(),
+            protocol: Protocol::Http1,
         }
     }
 

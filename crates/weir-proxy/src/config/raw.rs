@@ -156,6 +156,7 @@ pub(super) struct RawUpstream {
     pub root: Option<Spanned<String>>,
     pub balance: Option<Spanned<String>>,
     pub hash_key: Option<Spanned<String>>,
+    pub protocol: Option<Spanned<String>>,
     pub health: Option<Spanned<RawHealth>>,
     #[serde(default)]
     pub outlier: RawOutlier,

@@ -149,6 +149,35 @@ pub struct Upstream {
     pub outlier: OutlierSettings,
     /// `[upstream.retry]`: when a failed attempt is tried again.
     pub retry: RetrySettings,
+    /// `protocol`: the HTTP version spoken to its servers (default `http1`).
+    pub protocol: Protocol,
+}
+
+/// `protocol`: the HTTP version Weir speaks to an upstream's servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// `"http1"` (default): HTTP/1.1, a pool of connections per server.
+    #[default]
+    Http1,
+    /// `"h2c"`: HTTP/2 over cleartext TCP with prior knowledge (RFC 9113
+    /// §3.3), one multiplexed connection per server.
+    H2c,
+    /// `"auto"`: h2c for a request that came over HTTP/2 or is gRPC
+    /// (`Content-Type: application/grpc…`, whatever version it came in),
+    /// HTTP/1.1 for every other request. The servers must speak both.
+    Auto,
+}
+
+impl Protocol {
+    /// Whether a request that came as `received` (a gRPC call when
+    /// `grpc`) goes to this upstream over HTTP/2.
+    pub fn speaks_h2(self, received: http::Version, grpc: bool) -> bool {
+        match self {
+            Protocol::Http1 => false,
+            Protocol::H2c => true,
+            Protocol::Auto => received == http::Version::HTTP_2 || grpc,
+        }
+    }
 }
 
 /// One server of an upstream (`url`, or an entry of `servers`).

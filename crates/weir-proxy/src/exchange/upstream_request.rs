@@ -48,7 +48,9 @@ impl Exchange<'_> {
         let source = if http_body::Body::is_end_stream(&body) {
             None
         } else {
-            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+            if parts.version != Version::HTTP_2
+                && !parts.headers.contains_key(header::CONTENT_LENGTH)
+            {
                 // Say so explicitly: for GET and HEAD, hyper would otherwise
                 // assume there is no body and drop it.
                 parts.headers.insert(
@@ -148,7 +150,8 @@ impl Exchange<'_> {
     }
 
     /// The retry buffer a request body gets, in bytes: on an upstream that
-    /// can retry, for an idempotent method (RFC 9110 §9.2.2), when
+    /// can retry, for an idempotent method (RFC 9110 §9.2.2) or any request
+    /// sent over HTTP/2 (a refused stream is retried whatever its method), when
     /// `retry_body_bytes` is not 0 and a declared `Content-Length` fits in
     /// it. `None`: the body is sent once, and the request is retried only
     /// when none of it was written.
@@ -162,7 +165,7 @@ impl Exchange<'_> {
             .and_then(|v| v.parse::<u64>().ok());
         (group.can_retry
             && cap > 0
-            && parts.method.is_idempotent()
+            && (parts.method.is_idempotent() || parts.version == Version::HTTP_2)
             && declared.is_none_or(|n| n <= cap))
         .then_some(cap)
     }
@@ -172,7 +175,9 @@ impl Exchange<'_> {
     /// trailers` kept when the client takes trailers), `Host` by the route's
     /// `host_header`, `X-Forwarded-*`, `Via`, `Accept-Encoding: identity`
     /// for stages that read the body, no `Range` or validators on SSR
-    /// routes, `Connection: close` for `HEAD`.
+    /// routes, `Connection: close` for `HEAD` over HTTP/1.1. The version is
+    /// the one the upstream's `protocol` picks for this request: HTTP/2 or
+    /// HTTP/1.1.
     ///
     /// # Errors
     /// 400 when the rewritten target is not a valid URI.
@@ -189,6 +194,11 @@ impl Exchange<'_> {
                 "400 Bad Request: invalid request target\n",
             ))?;
         let received = parts.version;
+        let h2 = target
+            .upstream
+            .group
+            .protocol
+            .speaks_h2(received, self.grpc);
         let headers = &mut parts.headers;
         let te_trailers = headers::remove_hop_by_hop(headers);
         // HTTP/2 clients always accept trailers; HTTP/1.1 ones say so.
@@ -237,8 +247,12 @@ impl Exchange<'_> {
             }
         }
         parts.uri = uri;
-        parts.version = Version::HTTP_11;
-        if parts.method == Method::HEAD {
+        parts.version = if h2 {
+            Version::HTTP_2
+        } else {
+            Version::HTTP_11
+        };
+        if parts.method == Method::HEAD && !h2 {
             // A response to HEAD has no content (RFC 9110 §9.3.2), so hyper
             // reads none; an upstream that sends some anyway, late, would
             // have it read as the next request's response on a pooled
