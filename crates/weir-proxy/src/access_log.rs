@@ -134,6 +134,18 @@ impl AccessRecord {
         }
     }
 
+    /// Notes that the attempt on `server` ended with `result` and the
+    /// request goes on to another server (the `retried` field).
+    pub fn note_retry(&mut self, server: &str, result: crate::balance::AttemptResult) {
+        let earlier = self.retried.get_or_insert_with(String::new);
+        if !earlier.is_empty() {
+            earlier.push(',');
+        }
+        earlier.push_str(server);
+        earlier.push(' ');
+        earlier.push_str(result.as_str());
+    }
+
     /// Takes a slot of the route's `max_concurrent_requests`, if it has
     /// one: `false` when every slot is taken (the request gets a `503`).
     pub fn admit(&mut self, slots: Option<&Arc<tokio::sync::Semaphore>>) -> bool {

@@ -106,6 +106,7 @@ impl<'p> Exchange<'p> {
         let key = crate::balance::PickKey {
             headers,
             client: self.downstream.addr.ip(),
+            host: self.target.client_host.as_deref(),
         };
         self.target.upstream.group.pick(&key, tried)
     }

@@ -161,13 +161,7 @@ impl Exchange<'_> {
                 n + 1,
                 group.servers[next].authority
             );
-            let earlier = self.record.retried.get_or_insert_with(String::new);
-            if !earlier.is_empty() {
-                earlier.push(',');
-            }
-            earlier.push_str(&s.authority);
-            earlier.push(' ');
-            earlier.push_str(result.as_str());
+            self.record.note_retry(&s.authority, result);
             req = again;
             server = next;
         }
