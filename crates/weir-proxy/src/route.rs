@@ -46,6 +46,8 @@ pub struct Route {
     pub max_body_bytes: Option<u64>,
     /// The slots of `max_concurrent_requests`, if limited.
     pub concurrency: Option<Arc<tokio::sync::Semaphore>>,
+    /// `[route.rate_limit]`, if any.
+    pub rate_limit: Option<Arc<crate::rate_limit::RouteRateLimit>>,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -79,6 +81,11 @@ impl RouteTable {
                         .limits
                         .max_concurrent_requests
                         .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
+                    rate_limit: s
+                        .limits
+                        .rate_limit
+                        .as_ref()
+                        .map(|r| Arc::new(crate::rate_limit::RouteRateLimit::new(r))),
                 })
                 .collect(),
         }
@@ -151,6 +158,7 @@ mod tests {
                     upgrade: Vec::new(),
                     max_body_bytes: None,
                     concurrency: None,
+                    rate_limit: None,
                 })
                 .collect(),
         }

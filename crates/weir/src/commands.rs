@@ -179,6 +179,18 @@ fn describe(config: &Config) -> String {
         if !r.upgrade.is_empty() {
             out += &format!("          upgrade={}\n", r.upgrade.join(","));
         }
+        if let Some(rl) = &r.limits.rate_limit {
+            out += &format!(
+                "          rate_limit requests_per_second={} burst={} key={}\n",
+                rl.requests_per_second,
+                rl.burst,
+                match &rl.key {
+                    HashKey::ClientAddr => "client_addr".to_owned(),
+                    HashKey::Header(h) => format!("header:{h}"),
+                    HashKey::Cookie(c) => format!("cookie:{c}"),
+                }
+            );
+        }
         if r.limits.max_body_bytes.is_some() || r.limits.max_concurrent_requests.is_some() {
             let show = |v: Option<String>| v.unwrap_or_else(|| "none".to_owned());
             out += &format!(

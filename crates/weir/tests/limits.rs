@@ -287,3 +287,50 @@ async fn past_max_concurrent_requests_a_route_answers_503_at_once() {
     // The slots are free again.
     assert_eq!(get(&proxy.url("/bytes/1"), false).await.0, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_admits_its_rate_over_ten_seconds_and_429s_the_rest_with_retry_after() {
+    let (proxy, _origin) = proxy_with(
+        "",
+        "[route.rate_limit]\nrequests_per_second = 50\nburst = 10\nkey = \"header:x-tenant\"",
+    )
+    .await;
+    let client = client(false);
+    let url: http::Uri = proxy.url("/bytes/1").parse().expect("url");
+    let send = |tenant: &'static str| {
+        let req = http::Request::get(url.clone())
+            .header("x-tenant", tenant)
+            .body(http_body_util::Full::<bytes::Bytes>::default())
+            .expect("request");
+        client.request(req)
+    };
+    // Another tenant has a bucket of its own.
+    assert_eq!(send("b").await.expect("response").status(), 200);
+    let start = Instant::now();
+    let (mut ok, mut limited) = (0u32, 0u32);
+    let mut retry_after = None;
+    while start.elapsed() < Duration::from_secs(10) {
+        let resp = send("a").await.expect("response");
+        match resp.status().as_u16() {
+            200 => ok += 1,
+            429 => {
+                limited += 1;
+                retry_after = resp.headers().get("retry-after").cloned();
+            }
+            other => panic!("status {other}"),
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let want = 50.0 * elapsed + 10.0;
+    assert!(
+        (f64::from(ok) - want).abs() <= want * 0.1,
+        "{ok} admitted in {elapsed:.2} s, want {want:.0} ± 10 %"
+    );
+    assert!(limited > 0, "nothing was limited");
+    assert_eq!(retry_after.as_ref().map(|v| v.as_bytes()), Some(&b"1"[..]));
+    let text = proxy.metrics.encode().expect("metrics");
+    assert!(
+        text.contains(&format!("status=\"429\",outcome=\"limited\"}} {limited}")),
+        "{text}"
+    );
+}

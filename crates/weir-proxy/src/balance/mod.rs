@@ -266,7 +266,7 @@ fn key_hash(key: &HashKey, pick: &PickKey<'_>) -> Option<u64> {
 }
 
 /// The value of cookie `name` in the request's `Cookie` fields (RFC 6265 §4.2).
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+pub(crate) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(http::header::COOKIE)
         .iter()

@@ -56,8 +56,21 @@ impl Default for RequestLimits {
     }
 }
 
+/// `[route.rate_limit]`: a token bucket per key (GCRA).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitSpec {
+    /// Tokens added per second, per key (`requests_per_second`, 1–1,000,000).
+    pub requests_per_second: u32,
+    /// Bucket size: requests a key may send at once (`burst`, default
+    /// `requests_per_second`, 1–1,000,000).
+    pub burst: u32,
+    /// What a bucket belongs to (`key`, default `"client_addr"`; also
+    /// `"header:<name>"`, `"cookie:<name>"`).
+    pub key: super::HashKey,
+}
+
 /// A route's own limits (`[[route]]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RouteLimits {
     /// `max_request_body_bytes`: replaces the `[server]` one on this route.
     pub max_body_bytes: Option<u64>,
@@ -65,6 +78,8 @@ pub struct RouteLimits {
     /// once (until their response body ends); past it `503` at once.
     /// Default none.
     pub max_concurrent_requests: Option<usize>,
+    /// `[route.rate_limit]`: past it `429` with `Retry-After`.
+    pub rate_limit: Option<RateLimitSpec>,
 }
 
 /// The `[server]` limit keys as written.
@@ -156,9 +171,13 @@ pub(super) fn route_limits(
     i: usize,
     max_request_body_bytes: Option<&Spanned<u64>>,
     max_concurrent_requests: Option<&Spanned<u64>>,
+    rate_limit: Option<&Spanned<super::raw::RawRateLimit>>,
     errors: &Errors<'_>,
 ) -> Result<RouteLimits, ConfigError> {
     Ok(RouteLimits {
+        rate_limit: rate_limit
+            .map(|r| route_rate_limit(i, r.get_ref(), errors))
+            .transpose()?,
         max_body_bytes: max_request_body_bytes
             .map(|v| {
                 within(
@@ -180,6 +199,36 @@ pub(super) fn route_limits(
                 .map(small)
             })
             .transpose()?,
+    })
+}
+
+/// `[route.rate_limit]` of route `i`, checked.
+fn route_rate_limit(
+    i: usize,
+    r: &super::raw::RawRateLimit,
+    errors: &Errors<'_>,
+) -> Result<RateLimitSpec, ConfigError> {
+    let key = |k: &str| format!("route[{i}].rate_limit.{k}");
+    let range = (1, 1_000_000);
+    let per_second = within(
+        &r.requests_per_second,
+        &key("requests_per_second"),
+        range,
+        errors,
+    )?;
+    let burst = match &r.burst {
+        Some(b) => within(b, &key("burst"), range, errors)?,
+        None => per_second,
+    };
+    let hash_key = match &r.key {
+        None => super::HashKey::ClientAddr,
+        Some(k) => super::upstream::hash_key(k.get_ref())
+            .map_err(|why| errors.at(k.span(), key("key"), why))?,
+    };
+    Ok(RateLimitSpec {
+        requests_per_second: u32::try_from(per_second).unwrap_or(u32::MAX),
+        burst: u32::try_from(burst).unwrap_or(u32::MAX),
+        key: hash_key,
     })
 }
 
@@ -226,6 +275,20 @@ mod tests {
         }
         let e = parse("", "max_concurrent_requests = 0").expect_err("zero");
         assert!(e.contains("route[0].max_concurrent_requests"), "{e}");
+        let e = parse("", "[route.rate_limit]\nrequests_per_second = 0").expect_err("zero");
+        assert!(e.contains("route[0].rate_limit.requests_per_second"), "{e}");
+        let e = parse(
+            "",
+            "[route.rate_limit]\nrequests_per_second = 5\nkey = \"ip\"",
+        )
+        .expect_err("bad key");
+        assert!(
+            e.contains("route[0].rate_limit.key") && e.contains("t.toml:10:"),
+            "{e}"
+        );
+        let c = parse("", "[route.rate_limit]\nrequests_per_second = 5").expect("valid");
+        let r = c.routes[0].limits.rate_limit.as_ref().expect("a limit");
+        assert_eq!((r.requests_per_second, r.burst), (5, 5));
         let e = parse("max_request_head_bytes = -1", "").expect_err("negative");
         assert!(e.contains("max_request_head_bytes"), "{e}");
     }

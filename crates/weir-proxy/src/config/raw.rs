@@ -327,6 +327,17 @@ pub(super) struct RawRoute {
     pub max_request_body_bytes: Option<Spanned<u64>>,
     /// Most requests of this route in flight at once.
     pub max_concurrent_requests: Option<Spanned<u64>>,
+    /// `[route.rate_limit]`.
+    pub rate_limit: Option<Spanned<RawRateLimit>>,
+}
+
+/// `[route.rate_limit]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRateLimit {
+    pub requests_per_second: Spanned<u64>,
+    pub burst: Option<Spanned<u64>>,
+    pub key: Option<Spanned<String>>,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.

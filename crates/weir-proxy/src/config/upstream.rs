@@ -277,7 +277,7 @@ fn balance(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Balance, Co
     Ok(balance)
 }
 
-fn hash_key(text: &str) -> Result<HashKey, String> {
+pub(super) fn hash_key(text: &str) -> Result<HashKey, String> {
     if text == "client_addr" {
         return Ok(HashKey::ClientAddr);
     }

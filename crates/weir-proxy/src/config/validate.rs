@@ -268,6 +268,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             i,
             r.max_request_body_bytes.as_ref(),
             r.max_concurrent_requests.as_ref(),
+            r.rate_limit.as_ref(),
             &errors,
         )?;
         limits.max_body_bytes = limits.max_body_bytes.or(server.limits.max_body_bytes);

@@ -105,7 +105,11 @@ impl<'p> Exchange<'p> {
     pub(crate) fn pick_server(&self, headers: &http::HeaderMap, tried: &[usize]) -> Option<usize> {
         let key = crate::balance::PickKey {
             headers,
-            client: self.downstream.addr.ip(),
+            client: crate::rate_limit::client_addr(
+                self.downstream.addr.ip(),
+                &self.proxy.settings.trusted_proxies,
+                headers,
+            ),
             host: self.target.client_host.as_deref(),
         };
         self.target.upstream.group.pick(&key, tried)

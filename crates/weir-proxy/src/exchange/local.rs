@@ -23,6 +23,8 @@ pub(crate) struct Local {
     pub(crate) outcome: Outcome,
     /// The `Allow` field of a `405` (RFC 9110 §15.5.6).
     pub(crate) allow: Option<&'static str>,
+    /// The `Retry-After` field, in seconds (RFC 9110 §10.2.3), of a `429`.
+    pub(crate) retry_after: Option<u64>,
 }
 
 impl Local {
@@ -33,6 +35,19 @@ impl Local {
             body,
             outcome,
             allow: None,
+            retry_after: None,
+        }
+    }
+
+    /// `429 Too Many Requests` (RFC 6585 §4) with `Retry-After: seconds`,
+    /// for a route's rate limit, logged as `limited`.
+    pub(crate) const fn rate_limited(seconds: u64) -> Local {
+        Local {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            body: "429 Too Many Requests\n",
+            outcome: Outcome::Limited,
+            allow: None,
+            retry_after: Some(seconds),
         }
     }
 
@@ -79,6 +94,9 @@ pub(crate) fn answer(
     );
     if let Some(allow) = local.allow {
         fields.insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    if let Some(seconds) = local.retry_after {
+        fields.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     resp
 }

@@ -74,6 +74,10 @@ impl Proxy {
             Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
                 local::answer(record, Local::too_busy(), head_only)
             }
+            Ok(target) if let Err(wait) = self.rate_check(target.route, &req, downstream) => {
+                record.reason = Some("rate limit".to_owned());
+                local::answer(record, Local::rate_limited(wait), head_only)
+            }
             Ok(target) => {
                 Exchange::new(self, target, &req, downstream, record)
                     .run(req)
@@ -84,6 +88,26 @@ impl Proxy {
         resp.headers_mut()
             .insert(crate::request_id::X_REQUEST_ID, id);
         resp
+    }
+}
+
+impl Proxy {
+    /// The route's rate limit for this request: `Err(seconds)` to wait.
+    fn rate_check<B>(
+        &self,
+        route: &crate::route::Route,
+        req: &Request<B>,
+        downstream: &Downstream,
+    ) -> Result<(), u64> {
+        let Some(limit) = &route.rate_limit else {
+            return Ok(());
+        };
+        let client = crate::rate_limit::client_addr(
+            downstream.addr.ip(),
+            &self.settings.trusted_proxies,
+            req.headers(),
+        );
+        limit.check(req.headers(), client)
     }
 }
 
