@@ -134,16 +134,17 @@ impl AccessRecord {
         }
     }
 
-    /// Notes that the attempt on `server` ended with `result` and the
-    /// request goes on to another server (the `retried` field).
-    pub fn note_retry(&mut self, server: &str, result: crate::balance::AttemptResult) {
+    /// Notes that the attempt on `server` ended with `result` (its label,
+    /// e.g. `connect_failed`) and the request goes on to another server
+    /// (the `retried` field).
+    pub fn note_retry(&mut self, server: &str, result: &str) {
         let earlier = self.retried.get_or_insert_with(String::new);
         if !earlier.is_empty() {
             earlier.push(',');
         }
         earlier.push_str(server);
         earlier.push(' ');
-        earlier.push_str(result.as_str());
+        earlier.push_str(result);
     }
 
     /// Takes a slot of the route's `max_concurrent_requests`, if it has

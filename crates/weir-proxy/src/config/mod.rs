@@ -26,7 +26,6 @@ use std::path::Path;
 
 pub use duration::format as format_duration;
 pub use error::{ConfigError, MAX_CONFIG_BYTES};
-pub use limits::{RateLimitSpec, RequestLimits, RouteLimits};
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use types::*;
 pub use validate::strip_port;

@@ -98,7 +98,7 @@ impl Default for RawServer {
             max_uri_bytes: None,
             max_request_body_bytes: None,
             request_body_min_rate: None,
-            request_body_rate_grace: super::limits::RequestLimits::default().body_rate_grace,
+            request_body_rate_grace: super::types::BODY_RATE_GRACE,
             max_connections: None,
         }
     }

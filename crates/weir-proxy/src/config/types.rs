@@ -89,7 +89,7 @@ pub struct ServerSettings {
     /// (`upgrade_idle_timeout`, default 300 s).
     pub upgrade_idle_timeout: Duration,
     /// The request limits (`max_request_head_bytes` and the rest).
-    pub limits: super::limits::RequestLimits,
+    pub limits: RequestLimits,
 }
 
 /// Where the access log (the `weir::access` lines) goes: `[server]
@@ -388,7 +388,7 @@ pub struct RouteSpec {
     pub upgrade: Vec<String>,
     /// The route's limits: `max_request_body_bytes` (the route's, else
     /// `[server]`'s) and `max_concurrent_requests`.
-    pub limits: super::limits::RouteLimits,
+    pub limits: RouteLimits,
 }
 
 /// A route's `[route.ssr]`, validated.
@@ -473,4 +473,83 @@ pub enum HostHeader {
     Preserve,
     /// The upstream URL's authority.
     Upstream,
+}
+
+/// `request_body_rate_grace` when left out.
+pub(super) const BODY_RATE_GRACE: Duration = Duration::from_secs(10);
+
+/// Bounds on what one downstream request may be (`[server]`). The statuses
+/// are RFC 9110 §15.5 and RFC 6585 §5.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Most bytes of an HTTP/1.1 request head: request line, fields and the
+    /// blank line (`max_request_head_bytes`, default 16 KiB, 8 KiB–1 MiB).
+    /// Over HTTP/2 the same number bounds the header list as RFC 9113
+    /// §6.5.2 counts it (each field's name and value plus 32 bytes,
+    /// pseudo-fields included). Past it: `431`.
+    pub max_head_bytes: usize,
+    /// Most header field lines of a request (`max_request_headers`,
+    /// default 100, 1–10,000). Past it: `431`.
+    pub max_headers: usize,
+    /// Most bytes of the request target: the path and query
+    /// (`max_uri_bytes`, default 8 KiB, 256 B–64 KiB). Past it: `414`.
+    pub max_uri_bytes: usize,
+    /// Most request body bytes on routes that set no limit of their own
+    /// (`max_request_body_bytes`, default none). Past it: `413`, detected
+    /// from `Content-Length` before anything is sent upstream, or while
+    /// streaming, before the upstream gets more than the limit.
+    pub max_body_bytes: Option<u64>,
+    /// Least average rate a client must send its request body at, in bytes
+    /// per second of the time Weir waits for it (time spent waiting on a
+    /// slow upstream does not count) (`request_body_min_rate`, default
+    /// 1024; 0: no rate). Checked once `request_body_rate_grace` of waiting
+    /// has passed. Below it: `408`.
+    pub body_min_rate: u64,
+    /// Waiting time before the body rate is checked
+    /// (`request_body_rate_grace`, default 10 s).
+    pub body_rate_grace: Duration,
+    /// Most downstream connections open at once, over all listeners
+    /// (`max_connections`, default 10,000, 1–1,000,000). Beyond it, new
+    /// connections wait in the listen backlog until one closes.
+    pub max_connections: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        RequestLimits {
+            max_head_bytes: 16 * 1024,
+            max_headers: 100,
+            max_uri_bytes: 8 * 1024,
+            max_body_bytes: None,
+            body_min_rate: 1024,
+            body_rate_grace: BODY_RATE_GRACE,
+            max_connections: 10_000,
+        }
+    }
+}
+
+/// `[route.rate_limit]`: a token bucket per key (GCRA).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitSpec {
+    /// Tokens added per second, per key (`requests_per_second`, 1–1,000,000).
+    pub requests_per_second: u32,
+    /// Bucket size: requests a key may send at once (`burst`, default
+    /// `requests_per_second`, 1–1,000,000).
+    pub burst: u32,
+    /// What a bucket belongs to (`key`, default `"client_addr"`; also
+    /// `"header:<name>"`, `"cookie:<name>"`).
+    pub key: HashKey,
+}
+
+/// A route's own limits (`[[route]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RouteLimits {
+    /// `max_request_body_bytes`: replaces the `[server]` one on this route.
+    pub max_body_bytes: Option<u64>,
+    /// `max_concurrent_requests`: most requests of this route in flight at
+    /// once (until their response body ends); past it `503` at once.
+    /// Default none.
+    pub max_concurrent_requests: Option<usize>,
+    /// `[route.rate_limit]`: past it `429` with `Retry-After`.
+    pub rate_limit: Option<RateLimitSpec>,
 }

@@ -161,7 +161,7 @@ impl Exchange<'_> {
                 n + 1,
                 group.servers[next].authority
             );
-            self.record.note_retry(&s.authority, result);
+            self.record.note_retry(&s.authority, result.as_str());
             req = again;
             server = next;
         }

@@ -146,7 +146,7 @@ impl Exchange<'_> {
                 return Err(err);
             }
             group.retried.inc();
-            self.record.note_retry(&s.authority, result);
+            self.record.note_retry(&s.authority, result.as_str());
             let mut again = Request::new(Either::Right(Empty::new()));
             *again.method_mut() = head.0.clone();
             *again.uri_mut() = head.1.clone();
