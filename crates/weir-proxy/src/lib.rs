@@ -37,6 +37,7 @@ pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod ssr;
+pub mod tls;
 pub mod tunnel;
 pub mod upstream;
 
