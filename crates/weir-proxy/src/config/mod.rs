@@ -14,6 +14,8 @@ mod ssr;
 #[cfg(test)]
 mod tests;
 mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod transforms;
 mod types;
 mod upstream;
