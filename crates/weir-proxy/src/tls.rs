@@ -130,8 +130,12 @@ pub enum HandshakeError {
         /// The deadline.
         limit_ms: u64,
     },
-    /// The client left, or sent what TLS refuses (plain HTTP, an old
-    /// protocol version, no cipher suite in common, ...).
+    /// The client sent a plain HTTP request; it was answered `400` and
+    /// closed.
+    #[error("plain HTTP request on a TLS listener (answered 400 and closed)")]
+    PlainHttp,
+    /// The client left, or sent what TLS refuses (not TLS, an old protocol
+    /// version, no cipher suite in common, ...).
     #[error("TLS handshake failed: {0}")]
     Failed(#[source] io::Error),
 }
@@ -142,6 +146,7 @@ impl HandshakeError {
     pub fn peer_left(&self) -> bool {
         match self {
             HandshakeError::Timeout { .. } => true,
+            HandshakeError::PlainHttp => false,
             HandshakeError::Failed(e) => matches!(
                 e.kind(),
                 io::ErrorKind::UnexpectedEof
@@ -153,12 +158,26 @@ impl HandshakeError {
     }
 }
 
+/// The first byte of a TLS handshake record (RFC 8446 §5.1, `ContentType
+/// handshake`): what a ClientHello starts with.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// What a client that sent plain HTTP to a TLS listener is told.
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+Content-Length: 40\r\nConnection: close\r\n\r\nThis port expects HTTPS, not plain HTTP\n";
+
 /// Runs the server side of the TLS handshake on `stream`, for at most
-/// `deadline`.
+/// `deadline` from the call.
+///
+/// A connection whose first byte is an upper-case ASCII letter (the start
+/// of an HTTP method) is taken for plain HTTP: it is answered with a short
+/// `400` in plain text and closed, as nginx and Go's server do, so that the
+/// client's user sees what went wrong rather than a broken connection.
 ///
 /// # Errors
-/// [`HandshakeError::Timeout`] past the deadline, [`HandshakeError::Failed`]
-/// when the handshake fails or the peer leaves.
+/// [`HandshakeError::Timeout`] past the deadline,
+/// [`HandshakeError::PlainHttp`] for a plain HTTP request,
+/// [`HandshakeError::Failed`] when the handshake fails or the peer leaves.
 ///
 /// # Cancel safety
 /// Dropping the future drops the connection.
@@ -167,13 +186,52 @@ pub async fn handshake(
     stream: TcpStream,
     deadline: Duration,
 ) -> Result<TlsStream<TcpStream>, HandshakeError> {
-    match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => Ok(stream),
-        Ok(Err(e)) => Err(HandshakeError::Failed(e)),
+    let attempt = async {
+        let mut first = [0u8; 1];
+        let n = stream
+            .peek(&mut first)
+            .await
+            .map_err(HandshakeError::Failed)?;
+        if n == 1 && first[0] != TLS_HANDSHAKE_RECORD && first[0].is_ascii_uppercase() {
+            return Err(refuse_plain_http(stream).await);
+        }
+        acceptor
+            .accept(stream)
+            .await
+            .map_err(HandshakeError::Failed)
+    };
+    match tokio::time::timeout(deadline, attempt).await {
+        Ok(result) => result,
         Err(_) => Err(HandshakeError::Timeout {
             limit_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
         }),
     }
+}
+
+/// The most bytes of a plain HTTP client's request read (and dropped)
+/// after its `400`, waiting for it to close first.
+const PLAIN_HTTP_DRAIN: usize = 64 * 1024;
+
+/// Answers a plain HTTP client `400` and closes the connection: the write
+/// side first, then what the client sent is read and dropped until it
+/// closes (at most [`PLAIN_HTTP_DRAIN`] bytes, within the caller's
+/// deadline), so that unread request bytes do not turn the close into a
+/// reset that could destroy the answer before the client reads it.
+async fn refuse_plain_http(mut stream: TcpStream) -> HandshakeError {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    if let Err(e) = stream.write_all(PLAIN_HTTP_ANSWER).await {
+        return HandshakeError::Failed(e);
+    }
+    let _ = stream.shutdown().await;
+    let mut buf = [0u8; 4096];
+    let mut drained = 0;
+    while drained < PLAIN_HTTP_DRAIN {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+    HandshakeError::PlainHttp
 }
 
 /// Whether the client chose HTTP/2 by ALPN.
@@ -216,6 +274,17 @@ mod tests {
             names_from_san: false,
             key: Arc::clone(key),
         }
+    }
+
+    #[test]
+    fn the_plain_http_answer_is_a_whole_response() {
+        let text = std::str::from_utf8(PLAIN_HTTP_ANSWER).expect("ASCII");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
+        assert!(
+            head.contains(&format!("Content-Length: {}", body.len())),
+            "{head}"
+        );
     }
 
     #[test]

@@ -287,8 +287,10 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
         config.resolve_embedded(|_| addrs.next().context("embedded origin count mismatch"))?;
 
         let server = Server::bind(&config).await?;
-        for addr in server.local_addrs() {
-            tracing::info!("weir listening on http://{addr}/");
+        // `local_addrs` is in config order, one per listener.
+        for (addr, spec) in server.local_addrs().iter().zip(&config.listeners) {
+            let scheme = if spec.tls.is_some() { "https" } else { "http" };
+            tracing::info!("weir listening on {scheme}://{addr}/");
         }
         if let Some(addr) = server.admin_addr() {
             tracing::info!(admin = %addr, "admin endpoint on http://{addr}/metrics and /healthz");

@@ -240,21 +240,31 @@ async fn plain_http_to_a_tls_listener_is_closed_and_the_listener_keeps_serving()
         .await
         .expect("write");
     let mut got = Vec::new();
-    // At most a TLS alert, then the close.
+    // A plain-text 400 that says why, then the close.
     let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut got)).await;
     assert!(read.is_ok(), "the connection was not closed");
-    assert!(!got.starts_with(b"HTTP/"), "answered in plain HTTP");
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 400 "), "{got}");
+    assert!(got.ends_with("expects HTTPS, not plain HTTP\n"), "{got}");
+    // Weir waits for the client's close (or the deadline) before counting.
+    drop(conn);
     let out = curl(&[
         "-w",
         "%{http_code}",
         &format!("http://127.0.0.1:{}/", proxy.addr.port()),
     ]);
-    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("400"));
+    // Bytes that are neither TLS nor HTTP: the handshake fails, closed.
+    let mut conn = TcpStream::connect(proxy.addr).await.expect("connect");
+    conn.write_all(b"\x00\x01garbage\r\n").await.expect("write");
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut got)).await;
+    assert!(read.is_ok(), "the connection was not closed");
     assert!(
         eventually(Duration::from_secs(5), || proxy
             .metrics
             .tls_handshake_error_count()
-            == 2)
+            == 3)
         .await
     );
     let (res, url) = resolve(&proxy, "a.test", "/status/204");
