@@ -3,9 +3,9 @@
 //!
 //! Pinned: HTTP/1.1 and HTTP/2 by ALPN, `X-Forwarded-Proto: https`, the
 //! certificate chosen by SNI (and the default without SNI), TLS 1.1
-//! refused, plain HTTP and silent clients closed without harm, graceful
-//! shutdown of an in-flight TLS request, and config errors that name the
-//! file, line and key.
+//! refused, plain HTTP and silent clients closed without harm (before and
+//! after the handshake), graceful shutdown of an in-flight TLS request, a
+//! WebSocket over TLS, and config errors that name the file, line and key.
 
 mod common;
 
@@ -326,6 +326,99 @@ async fn an_in_flight_https_request_finishes_during_graceful_shutdown() {
     proxy.stop().await;
     let out = request.join().expect("curl thread");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200 2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_upgrade_works_over_tls() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+
+    // An echo WebSocket upstream.
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let upstream_addr = upstream.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = upstream.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() && ws.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, tls) = one_cert(dir.path());
+    let text = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n{tls}\n\n[[upstream]]\nname = \"ws\"\n\
+         url = \"http://{upstream_addr}\"\n\n[[route]]\nupstream = \"ws\"\nupgrade = [\"websocket\"]\n"
+    );
+    let proxy = start_proxy(&text).await;
+
+    let stream = tls_connect(&proxy, &ca, b"http/1.1").await;
+    let (mut ws, response) =
+        tokio_tungstenite::client_async(format!("wss://a.test:{}/ws", proxy.addr.port()), stream)
+            .await
+            .expect("WebSocket handshake through the proxy");
+    assert_eq!(response.status(), 101);
+    ws.send(Message::text("over tls")).await.expect("send");
+    let echoed = tokio::time::timeout(Duration::from_secs(5), ws.next())
+        .await
+        .expect("echo within 5 s")
+        .expect("a message")
+        .expect("not an error");
+    assert_eq!(echoed, Message::text("over tls"));
+}
+
+/// A rustls client connection to the proxy as `a.test`, trusting `ca`,
+/// offering ALPN `alpn`.
+async fn tls_connect(
+    proxy: &Proxy,
+    ca: &Ca,
+    alpn: &[u8],
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(ca.issuer.der().clone())
+        .expect("CA into the root store");
+    let mut client = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    client.alpn_protocols = vec![alpn.to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(client));
+    let tcp = TcpStream::connect(proxy.addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("a.test").expect("name");
+    connector.connect(name, tcp).await.expect("TLS handshake")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_sends_no_request_is_closed_at_the_header_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ca, tls) = one_cert(dir.path());
+    let (proxy, _origin) = tls_proxy(&tls, "header_read_timeout = \"300ms\"").await;
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let mut stream = tls_connect(&proxy, &ca, alpn).await;
+        let start = Instant::now();
+        let mut buf = Vec::new();
+        // HTTP/2 sends its SETTINGS first; then nothing until the close.
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut buf)).await;
+        let elapsed = start.elapsed();
+        assert!(read.is_ok(), "{alpn:?}: not closed within 5 s");
+        assert!(
+            elapsed >= Duration::from_millis(250) && elapsed < Duration::from_secs(4),
+            "{alpn:?}: closed after {elapsed:?}"
+        );
+    }
+    assert_eq!(proxy.metrics.tls_handshake_error_count(), 0);
 }
 
 /// `weir check` on `text` written beside the certificates in `dir`.
