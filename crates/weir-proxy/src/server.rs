@@ -5,7 +5,7 @@
 //! A TLS listener ([`crate::tls`]) runs the handshake on the connection's
 //! own task, never on the accept loop, under the `header_read_timeout`
 //! deadline; then serves HTTP/2 if ALPN chose `h2`, HTTP/1.1 otherwise.
-//! The deadlines of [`DownstreamIo`] wrap the decrypted stream, so they
+//! The deadlines of `DownstreamIo` wrap the decrypted stream, so they
 //! count request bytes, not TLS records.
 //!
 //! Connections are served with upgrades on (an HTTP/1.1 connection can
