@@ -23,6 +23,7 @@ use weir_stream::{Batch, StreamError, Transform};
 use weir_transform::chain::StageError;
 
 use crate::body::idle::BodyIdleTimeout;
+use crate::body::limits::{BodyTooLarge, BodyTooSlow};
 use crate::metrics::{InFlight, Metrics, RequestSample, RouteMetrics};
 pub use crate::outcome::Outcome;
 
@@ -42,6 +43,10 @@ pub enum ClientBodyFailure {
     Broken = 1,
     /// The client sent nothing for `body_idle_timeout`.
     IdleTimeout = 2,
+    /// The body grew past `max_request_body_bytes`.
+    TooLarge = 3,
+    /// The client sent it slower than `request_body_min_rate`.
+    TooSlow = 4,
 }
 
 impl RequestCounters {
@@ -50,6 +55,8 @@ impl RequestCounters {
         match self.client_failure.load(Ordering::Relaxed) {
             1 => Some(ClientBodyFailure::Broken),
             2 => Some(ClientBodyFailure::IdleTimeout),
+            3 => Some(ClientBodyFailure::TooLarge),
+            4 => Some(ClientBodyFailure::TooSlow),
             _ => None,
         }
     }
@@ -82,12 +89,20 @@ pub struct AccessRecord {
     pub reason: Option<String>,
     /// The exchange switched protocols and became a tunnel.
     pub upgraded: bool,
+    /// The request's `X-Request-Id`.
+    pub request_id: Option<http::HeaderValue>,
+    /// The request target's query, without the `?` (as nginx's `$request`
+    /// carries it).
+    query: Option<String>,
     counters: Arc<RequestCounters>,
     shutdown_cut: Arc<AtomicBool>,
     /// Where the finished request is counted, and its `route` label.
     metrics: Option<(Arc<Metrics>, Arc<RouteMetrics>)>,
     /// Keeps the upstream request in flight until the record is written.
     in_flight: Option<InFlight>,
+    /// The route's `max_concurrent_requests` slot, held until the record
+    /// is written (the response body ended).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// Whether the line was written.
     done: bool,
 }
@@ -108,11 +123,44 @@ impl AccessRecord {
             retried: None,
             reason: None,
             upgraded: false,
+            request_id: None,
+            query: req.uri().query().map(str::to_owned),
             counters: Arc::new(RequestCounters::default()),
             shutdown_cut,
             metrics: None,
             in_flight: None,
+            slot: None,
             done: false,
+        }
+    }
+
+    /// Notes that the attempt on `server` ended with `result` and the
+    /// request goes on to another server (the `retried` field).
+    pub fn note_retry(&mut self, server: &str, result: crate::balance::AttemptResult) {
+        let earlier = self.retried.get_or_insert_with(String::new);
+        if !earlier.is_empty() {
+            earlier.push(',');
+        }
+        earlier.push_str(server);
+        earlier.push(' ');
+        earlier.push_str(result.as_str());
+    }
+
+    /// Takes a slot of the route's `max_concurrent_requests`, if it has
+    /// one: `false` when every slot is taken (the request gets a `503`).
+    pub fn admit(&mut self, slots: Option<&Arc<tokio::sync::Semaphore>>) -> bool {
+        let Some(slots) = slots else {
+            return true;
+        };
+        match Arc::clone(slots).try_acquire_owned() {
+            Ok(slot) => {
+                self.slot = Some(slot);
+                true
+            }
+            Err(_) => {
+                self.reason = Some("max_concurrent_requests reached".to_owned());
+                false
+            }
         }
     }
 
@@ -171,6 +219,7 @@ impl AccessRecord {
             target: "weir::access",
             method = %self.method,
             path = %self.path,
+            query = self.query.as_deref(),
             status = self.status,
             bytes_in,
             bytes_out,
@@ -183,6 +232,7 @@ impl AccessRecord {
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),
+            request_id = self.request_id.as_ref().and_then(|v| v.to_str().ok()),
         );
     }
 }
@@ -313,11 +363,16 @@ impl Transform for RequestTally {
     fn abort(&mut self, reason: &StreamError) {
         // The upstream side stopping early is not the client's fault.
         if matches!(reason, StreamError::Failed(_)) {
-            let idle = reason
-                .reason()
-                .is_some_and(|r| r.downcast_ref::<BodyIdleTimeout>().is_some());
+            let why = reason.reason();
+            let idle = why.is_some_and(|r| r.downcast_ref::<BodyIdleTimeout>().is_some());
+            let large = why.is_some_and(|r| r.downcast_ref::<BodyTooLarge>().is_some());
+            let slow = why.is_some_and(|r| r.downcast_ref::<BodyTooSlow>().is_some());
             self.counters.set_client_failure(if idle {
                 ClientBodyFailure::IdleTimeout
+            } else if large {
+                ClientBodyFailure::TooLarge
+            } else if slow {
+                ClientBodyFailure::TooSlow
             } else {
                 ClientBodyFailure::Broken
             });

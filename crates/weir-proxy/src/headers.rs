@@ -1,7 +1,8 @@
 //! Header rules of an HTTP intermediary, in one place.
 //!
 //! - Hop-by-hop fields are removed in both directions (RFC 9110 §7.6.1).
-//! - `TE` is only ever forwarded as `TE: trailers` (RFC 9110 §10.1.4).
+//! - `TE` is only ever forwarded as `TE: trailers` (RFC 9110 §10.1.4),
+//!   the one value HTTP/2 allows too (RFC 9113 §8.2.2).
 //! - `Via` gets Weir's entry (RFC 9110 §7.6.3).
 //! - `X-Forwarded-For`, `-Proto` and `-Host` (de-facto standard) are
 //!   appended to for trusted peers and replaced for everyone else, so an
@@ -106,6 +107,21 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) -> bool {
         }
     }
     te_trailers
+}
+
+/// Removes every field HTTP/2 forbids (RFC 9113 §8.2.2): the hop-by-hop
+/// ones and those `Connection` names, and `TE` unless it is exactly
+/// `trailers`, the one value HTTP/2 allows. hyper's HTTP/2 encoder would
+/// drop them with a warning, and the `h2` layer refuses some outright.
+pub fn remove_connection_specific(headers: &mut HeaderMap) {
+    let te_trailers = headers
+        .get_all(header::TE)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    remove_hop_by_hop(headers);
+    if te_trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
 }
 
 /// Fields a trailer section must not carry because they control framing,

@@ -34,6 +34,7 @@ pub mod mirror;
 pub mod outcome;
 pub mod path;
 pub mod proxy;
+pub mod request_id;
 pub mod route;
 pub mod server;
 pub mod ssr;

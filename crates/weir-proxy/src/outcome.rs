@@ -25,6 +25,9 @@ pub enum Outcome {
     /// A response transform (compress, html-rewrite, ...) failed mid-body;
     /// the reason names the stage.
     TransformError,
+    /// A limit of the route turned the request away (`503` at
+    /// `max_concurrent_requests`).
+    Limited,
 }
 
 impl Outcome {
@@ -39,6 +42,7 @@ impl Outcome {
             Outcome::BadRequest => "bad_request",
             Outcome::Shutdown => "shutdown",
             Outcome::TransformError => "transform_error",
+            Outcome::Limited => "limited",
         }
     }
 }

@@ -304,7 +304,7 @@ pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) ->
             ))
         })
         .collect();
-    UpstreamGroup::new(
+    let mut group = UpstreamGroup::new(
         u.name.clone(),
         servers,
         &u.balance,
@@ -312,5 +312,7 @@ pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) ->
         u.retry.clone(),
         u.health.clone(),
         crate::metrics::RETRY_RESULTS.map(|r| metrics.retry_counter(&u.name, r)),
-    )
+    );
+    group.protocol = u.protocol;
+    group
 }

@@ -9,6 +9,8 @@
 //! §5.2.4, [`crate::path`]), so `/public/../admin` cannot reach the
 //! `/public` route's upstream as `/admin`.
 
+use std::sync::Arc;
+
 use weir_transform::chain::ChainSpec;
 
 use crate::config::{BodyLogSpec, HostHeader, MirrorSpec, RouteSpec};
@@ -40,6 +42,10 @@ pub struct Route {
     pub ssr: Option<crate::config::SsrSpec>,
     /// The `Upgrade` protocols (lower-case) this route tunnels.
     pub upgrade: Vec<String>,
+    /// Most request body bytes (`max_request_body_bytes`), if limited.
+    pub max_body_bytes: Option<u64>,
+    /// The slots of `max_concurrent_requests`, if limited.
+    pub concurrency: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// All routes, ready for [`RouteTable::find`].
@@ -68,6 +74,11 @@ impl RouteTable {
                     cache: s.cache,
                     ssr: s.ssr.clone(),
                     upgrade: s.upgrade.clone(),
+                    max_body_bytes: s.limits.max_body_bytes,
+                    concurrency: s
+                        .limits
+                        .max_concurrent_requests
+                        .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
                 })
                 .collect(),
         }
@@ -138,6 +149,8 @@ mod tests {
                     cache: false,
                     ssr: None,
                     upgrade: Vec::new(),
+                    max_body_bytes: None,
+                    concurrency: None,
                 })
                 .collect(),
         }

@@ -128,15 +128,31 @@ impl Server {
     /// None today; the signature leaves room for listener failures.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let mut builder = auto::Builder::new(TokioExecutor::new());
+        let limits = &self.proxy.settings.limits;
         builder
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(self.header_read_timeout)
             .keep_alive(true);
+        if limits.max_head_bytes > HYPER_MAX_BUF {
+            // The read buffer must hold the whole head. Below hyper's own
+            // size it is left alone: it also bounds what hyper queues for
+            // writing, and large responses would flush more often. The
+            // head limit itself is checked in `request::filter`.
+            builder.http1().max_buf_size(limits.max_head_bytes);
+        }
+        if limits.max_headers != HYPER_MAX_HEADERS {
+            // Any other count makes hyper allocate the field array per request.
+            builder.http1().max_headers(limits.max_headers);
+        }
         builder
             .http2()
             .timer(TokioTimer::new())
-            .enable_connect_protocol();
+            .enable_connect_protocol()
+            // h2 refuses a list of this size or more with a 431.
+            .max_header_list_size(
+                u32::try_from(limits.max_head_bytes.saturating_add(1)).unwrap_or(u32::MAX),
+            );
         let conns = Arc::new(Connections {
             proxy: Arc::clone(&self.proxy),
             http1: builder.clone().http1_only(),
@@ -171,7 +187,26 @@ impl Server {
         // running drop their connection at once.
         let (force_close, force_close_rx) = watch::channel(false);
         tokio::pin!(shutdown);
+        let slots = Arc::new(tokio::sync::Semaphore::new(
+            self.proxy.settings.limits.max_connections,
+        ));
+        let metrics = Arc::clone(self.proxy.metrics());
         loop {
+            // A slot of `max_connections` first: while none is free, new
+            // connections wait in the listen backlog.
+            let slot = match Arc::clone(&slots).try_acquire_owned() {
+                Ok(slot) => slot,
+                Err(_) => {
+                    metrics.downstream_waits.inc();
+                    tokio::select! {
+                        slot = Arc::clone(&slots).acquire_owned() => match slot {
+                            Ok(slot) => slot,
+                            Err(_) => break,
+                        },
+                        () = &mut shutdown => break,
+                    }
+                }
+            };
             let (stream, peer, tls) = tokio::select! {
                 conn = rx.recv() => match conn {
                     Some(conn) => conn,
@@ -184,7 +219,9 @@ impl Server {
             let watcher = graceful.watcher();
             let conns = Arc::clone(&conns);
             let mut force_close = force_close_rx.clone();
+            let open = OpenConnection::new(slot, metrics.downstream_open.clone());
             tokio::spawn(async move {
+                let _open = open;
                 tokio::select! {
                     () = conns.serve(stream, peer, tls, watcher) => {}
                     _ = force_close.wait_for(|closed| *closed) => {
@@ -235,6 +272,34 @@ impl Server {
         Ok(())
     }
 }
+
+/// One downstream connection's slot of `max_connections`, counted in
+/// `weir_downstream_connections` while it lives.
+struct OpenConnection {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl OpenConnection {
+    fn new(
+        slot: tokio::sync::OwnedSemaphorePermit,
+        gauge: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
+        gauge.inc();
+        OpenConnection { _slot: slot, gauge }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// hyper's HTTP/1.1 field count, kept on the stack (hyper's default).
+const HYPER_MAX_HEADERS: usize = 100;
+/// hyper's default HTTP/1.1 buffer bound, in bytes (8 KiB + 100 × 4 KiB).
+const HYPER_MAX_BUF: usize = 8192 + 4096 * 100;
 
 /// Logs why a connection ended badly, at a level that fits the cause.
 ///

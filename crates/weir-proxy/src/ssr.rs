@@ -8,7 +8,6 @@
 //! against the template's own URL (RFC 3986 §5), an absolute one must name
 //! the host and port of an upstream.
 
-use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,9 +26,8 @@ use crate::headers::{self, Peer};
 use crate::metrics::Metrics;
 use crate::upstream::UpstreamClient;
 
-/// `x-request-id`: forwarded to fragments, made up when the client sent none.
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+use crate::request_id::TRACEPARENT;
+pub use crate::request_id::X_REQUEST_ID;
 const TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
 /// Fetches fragments from the config's upstreams, through the response
@@ -302,7 +300,8 @@ fn from_hit(hit: cache::Hit) -> FragmentResponse {
 
 /// What a fragment request carries of the client's request `headers`:
 /// the route's `forward_headers`, `Cookie` when `forward_cookies`,
-/// `traceparent`/`tracestate`, `x-request-id` (made up when missing),
+/// `traceparent`/`tracestate`, `x-request-id` (the request's, see
+/// [`crate::request_id::identify`]),
 /// `X-Forwarded-*` as for any upstream request, and Weir's `Via`.
 pub fn fragment_headers(
     client: &HeaderMap,
@@ -328,11 +327,6 @@ pub fn fragment_headers(
     for name in [TRACEPARENT, TRACESTATE, X_REQUEST_ID] {
         copy(&mut out, &name);
     }
-    if !out.contains_key(&X_REQUEST_ID)
-        && let Ok(v) = HeaderValue::try_from(new_request_id())
-    {
-        out.insert(X_REQUEST_ID, v);
-    }
     // The client's own X-Forwarded-* chain, when the peer is trusted.
     if peer.trusted {
         for name in ["x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"] {
@@ -342,14 +336,6 @@ pub fn fragment_headers(
     headers::set_forwarded(&mut out, peer);
     via.append(&mut out, version);
     out
-}
-
-/// A random 128-bit id in hex, for `x-request-id`.
-fn new_request_id() -> String {
-    let a = std::hash::RandomState::new().build_hasher().finish();
-    let mut h = std::hash::RandomState::new().build_hasher();
-    h.write_u64(a);
-    format!("{a:016x}{:016x}", h.finish())
 }
 
 /// Whether a response on an SSR route is a template: `text/html`, and

@@ -77,7 +77,7 @@ pub enum DecodeError {
 /// bombs (a few KiB of gzip that expand to gigabytes). Checked as the
 /// bytes are decoded: a body past either bound fails with
 /// [`DecodeError::TooLarge`] or [`DecodeError::Expansion`] at once, having
-/// handed out at most the bound (plus one [`OUT_CHUNK`]).
+/// handed out at most the bound (plus one 32 KiB piece).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeLimits {
     /// Most decoded bytes of one body. Default 64 MiB.

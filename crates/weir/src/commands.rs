@@ -8,7 +8,8 @@ use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
 use weir_proxy::config::{
-    AccessLogTarget, Balance, Config, HashKey, HostHeader, UpstreamTarget, format_duration,
+    AccessLogTarget, Balance, Config, HashKey, HostHeader, Protocol, UpstreamTarget,
+    format_duration,
 };
 
 use crate::logging;
@@ -133,6 +134,14 @@ fn describe(config: &Config) -> String {
                 );
             }
         }
+        match u.protocol {
+            Protocol::Http1 => {}
+            Protocol::H2c => out += "          protocol h2c (HTTP/2, prior knowledge)\n",
+            Protocol::Auto => {
+                out +=
+                    "          protocol auto (h2c for HTTP/2 and gRPC requests, else HTTP/1.1)\n";
+            }
+        }
         if let Some(h) = &u.health {
             let expect: Vec<String> = h
                 .expect
@@ -189,6 +198,14 @@ fn describe(config: &Config) -> String {
         }
         if !r.upgrade.is_empty() {
             out += &format!("          upgrade={}\n", r.upgrade.join(","));
+        }
+        if r.limits.max_body_bytes.is_some() || r.limits.max_concurrent_requests.is_some() {
+            let show = |v: Option<String>| v.unwrap_or_else(|| "none".to_owned());
+            out += &format!(
+                "          limits max_request_body_bytes={} max_concurrent_requests={}\n",
+                show(r.limits.max_body_bytes.map(|n| n.to_string())),
+                show(r.limits.max_concurrent_requests.map(|n| n.to_string())),
+            );
         }
         if let Some(ssr) = &r.ssr {
             let c = &ssr.compose;
@@ -252,6 +269,19 @@ fn describe(config: &Config) -> String {
         format_duration(s.upgrade_idle_timeout),
         format_duration(c.connect_timeout),
         format_duration(c.response_header_timeout),
+    );
+    let l = &s.limits;
+    out += &format!(
+        "limits    max_request_head_bytes={} max_request_headers={} max_uri_bytes={} \
+         max_request_body_bytes={} request_body_min_rate={} request_body_rate_grace={} max_connections={}\n",
+        l.max_head_bytes,
+        l.max_headers,
+        l.max_uri_bytes,
+        l.max_body_bytes
+            .map_or("none".to_owned(), |n| n.to_string()),
+        l.body_min_rate,
+        format_duration(l.body_rate_grace),
+        l.max_connections,
     );
     out += &format!(
         "pool      pool_idle_timeout={} pool_max_idle_per_host={}\n",

@@ -159,6 +159,30 @@ fn check_prints_resolved_routes() {
 }
 
 #[test]
+fn check_prints_an_upstreams_protocol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("h2c.toml");
+    std::fs::write(
+        &path,
+        "[[upstream]]\nname = \"grpc\"\nurl = \"http://127.0.0.1:50051\"\nprotocol = \"h2c\"\n\n\
+         [[route]]\nupstream = \"grpc\"\n",
+    )
+    .expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run weir check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("protocol h2c"), "{text}");
+}
+
+#[test]
 fn check_names_file_line_and_key_of_a_bad_config() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad.toml");
@@ -343,4 +367,49 @@ fn check_into_a_closed_pipe_exits_cleanly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn every_request_gets_a_request_id_sent_upstream_returned_and_logged_with_its_query() {
+    let weir = WeirProcess::start(&embedded_config());
+    let out = curl(&[
+        "-sS",
+        "-i",
+        "-H",
+        "X-Request-Id: forged-by-client",
+        &weir.url("/echo?a=1&b=two"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x-request-id: "))
+        .map(str::trim)
+        .expect("an X-Request-Id in the response")
+        .to_owned();
+    assert_eq!(id.len(), 36, "a UUID, not the client's: {id}");
+    // The origin's echo lists the fields it got.
+    assert!(
+        text.matches(&id[..]).count() >= 2,
+        "the upstream did not get the same id: {text}"
+    );
+    assert!(!text.contains("forged-by-client"), "{text}");
+    assert!(
+        text.contains("traceparent"),
+        "no traceparent upstream: {text}"
+    );
+    let logged = (0..100).any(|_| {
+        let log = weir.log_text();
+        if log.contains(&format!("\"request_id\":\"{id}\""))
+            && log.contains("\"query\":\"a=1&b=two\"")
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        false
+    });
+    assert!(
+        logged,
+        "access log without the id or query:\n{}",
+        weir.log_text()
+    );
 }

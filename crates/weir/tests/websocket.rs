@@ -570,3 +570,27 @@ async fn access_line(path: &str, limit: Duration) -> Option<Line> {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test]
+async fn a_handshake_whose_server_refuses_the_connection_goes_to_another_server() {
+    let upstream = WsUpstream::start(Behaviour::Echo).await;
+    let dead = common::free_port();
+    // No ejection: every other handshake meets the dead server first.
+    let text = format!(
+        "[[listener]]\naddress = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"ws\"\nservers = [\"http://127.0.0.1:{dead}\", \"{}\"]\n\
+         [upstream.outlier]\nconsecutive_failures = 0\n\n\
+         [[route]]\nupstream = \"ws\"\nupgrade = [\"websocket\"]\n",
+        upstream.url()
+    );
+    let proxy = start_proxy(&text).await;
+    for i in 0..10 {
+        let (mut ws, resp) = ws_client(&proxy, "/echo")
+            .await
+            .unwrap_or_else(|e| panic!("handshake {i}: {e}"));
+        assert_eq!(resp.status().as_u16(), 101);
+        ws.send(Message::text(format!("m{i}"))).await.expect("send");
+        let back = ws.next().await.expect("a reply").expect("a message");
+        assert_eq!(back, Message::text(format!("m{i}")));
+    }
+}

@@ -11,7 +11,7 @@ use http_body_util::{BodyExt as _, Either, Empty};
 
 use super::UpstreamGroup;
 use super::server::Server;
-use crate::config::HealthCheck;
+use crate::config::{HealthCheck, Protocol};
 use crate::upstream::UpstreamClient;
 
 /// Most body bytes a check reads (the rest closes the connection).
@@ -45,18 +45,24 @@ async fn run(group: Weak<UpstreamGroup>, index: usize, check: HealthCheck, clien
             return;
         };
         let server = Arc::clone(&group.servers[index]);
-        let passed = probe(&client, &server, &check).await;
+        let h2 = group.protocol == Protocol::H2c;
+        let passed = probe(&client, &server, &check, h2).await;
         apply(&group, &server, &check, passed);
     }
 }
 
-/// One check: `Ok(status)` when it answered, else why not.
+/// One check (over HTTP/2 with `h2`, on the server's HTTP/2 connection):
+/// `Ok(status)` when it answered, else why not.
 async fn probe(
     client: &UpstreamClient,
     server: &Server,
     check: &HealthCheck,
+    h2: bool,
 ) -> Result<u16, String> {
     let mut req = Request::new(Either::Right(Empty::new()));
+    if h2 {
+        *req.version_mut() = http::Version::HTTP_2;
+    }
     let uri = format!(
         "http://{}{}{}",
         server.url.authority, server.url.base_path, check.path

@@ -24,7 +24,7 @@ use prometheus_client::metrics::counter::Counter;
 
 pub use server::{AttemptResult, Server};
 
-use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, RetrySettings};
+use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings};
 use budget::RetryBudget;
 use ring::Ring;
 
@@ -49,6 +49,9 @@ pub struct UpstreamGroup {
     pub(crate) retry_budget_exhausted: Counter,
     /// Time zero of the servers' ejection clocks.
     epoch: Instant,
+    /// `protocol`: the HTTP version its servers are spoken to in (set
+    /// after [`UpstreamGroup::new`]; HTTP/1.1 until then).
+    pub(crate) protocol: Protocol,
 }
 
 #[derive(Debug)]
@@ -68,6 +71,9 @@ pub struct PickKey<'a> {
     pub headers: &'a HeaderMap,
     /// The client's address (for `client_addr`).
     pub client: std::net::IpAddr,
+    /// The host the client asked for (`Host`, or HTTP/2 `:authority`), for
+    /// a `header:host` key: an HTTP/2 request carries no `Host` field.
+    pub host: Option<&'a str>,
 }
 
 impl UpstreamGroup {
@@ -106,6 +112,7 @@ impl UpstreamGroup {
             health,
             servers,
             epoch: Instant::now(),
+            protocol: Protocol::Http1,
         }
     }
 
@@ -153,16 +160,19 @@ impl UpstreamGroup {
 
     /// Counts `result` of an attempt on server `index`; ejects it when its
     /// failures in a row reach `consecutive_failures` and fewer than
-    /// `max_ejected_percent` of the servers are out (one always stays in).
+    /// `max_ejected_percent` of the servers are out, ejected or unhealthy
+    /// (one always stays in).
     /// Returns whether it was ejected now.
     pub fn record(&self, index: usize, result: AttemptResult) -> bool {
         let server = &self.servers[index];
         let ejected = server.record(result, &self.outlier, self.epoch, || {
             let n = self.servers.len();
+            // Servers health checks took out count too: the last
+            // available server is never ejected.
             let out = self
                 .servers
                 .iter()
-                .filter(|s| s.is_ejected(self.epoch))
+                .filter(|s| s.is_ejected(self.epoch) || !s.healthy.load(Ordering::Relaxed))
                 .count();
             let cap = (n * self.outlier.max_ejected_percent as usize / 100).min(n - 1);
             out < cap
@@ -230,14 +240,22 @@ impl UpstreamGroup {
     }
 }
 
+/// The next usable server in the rotation. The rotation moves past each
+/// server it skips, so that the usable ones share a skipped server's turns
+/// evenly (taking the next one in the list instead would hand one
+/// neighbour all of them).
 fn round_robin(next: &AtomicUsize, n: usize, usable: impl Fn(usize) -> bool) -> Option<usize> {
-    let start = next.fetch_add(1, Ordering::Relaxed);
-    (0..n).map(|k| (start + k) % n).find(|&i| usable(i))
+    (0..n)
+        .map(|_| next.fetch_add(1, Ordering::Relaxed) % n)
+        .find(|&i| usable(i))
 }
 
 /// The ring point of this request's `key`, if it has one.
 fn key_hash(key: &HashKey, pick: &PickKey<'_>) -> Option<u64> {
     match key {
+        HashKey::Header(name) if name == http::header::HOST => {
+            pick.host.map(|h| ring::hash(h.as_bytes()))
+        }
         HashKey::Header(name) => pick.headers.get(name).map(|v| ring::hash(v.as_bytes())),
         HashKey::Cookie(name) => cookie(pick.headers, name).map(|v| ring::hash(v.as_bytes())),
         HashKey::ClientAddr => Some(match pick.client.to_canonical() {

@@ -82,6 +82,7 @@ fn key(headers: &HeaderMap) -> PickKey<'_> {
     PickKey {
         headers,
         client: IpAddr::V4(Ipv4Addr::LOCALHOST),
+        host: None,
     }
 }
 
@@ -255,4 +256,49 @@ fn the_retry_budget_allows_the_floor_then_a_share_of_requests() {
         g.deposit();
     }
     assert_eq!((0..20).filter(|_| g.withdraw()).count(), 10);
+}
+
+#[test]
+fn with_a_server_out_round_robin_shares_its_turns_evenly() {
+    let g = group(&[1, 1, 1], Balance::RoundRobin, outlier(0, 50));
+    g.servers[0]
+        .healthy
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(counts(&g, 600), [0, 300, 300]);
+}
+
+#[test]
+fn the_last_available_server_is_never_ejected_when_the_others_are_unhealthy() {
+    let g = group(&[1, 1, 1], Balance::RoundRobin, outlier(2, 50));
+    for s in &g.servers[..2] {
+        s.healthy.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    for _ in 0..10 {
+        assert!(
+            !g.record(2, AttemptResult::ServerError),
+            "the last one went"
+        );
+    }
+    assert!(g.is_available(2));
+}
+
+#[test]
+fn a_host_key_reads_the_requests_host_over_http2_too() {
+    let g = hashed(&[1, 1, 1], &http::header::HOST, outlier(0, 50));
+    let headers = HeaderMap::new();
+    let pick = |host: &'static str| {
+        g.pick(
+            &PickKey {
+                headers: &headers,
+                client: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                host: Some(host),
+            },
+            &[],
+        )
+    };
+    // No Host field (HTTP/2): the same authority sticks to one server.
+    for host in ["a.test", "b.test", "c.test:8080"] {
+        let first = pick(host);
+        assert!((0..20).all(|_| pick(host) == first), "{host} moved");
+    }
 }

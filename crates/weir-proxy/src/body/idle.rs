@@ -13,8 +13,9 @@ use tokio::time::{Instant, Sleep};
 use weir_stream::body::HttpBodySource;
 use weir_stream::{BatchResult, Source, StreamError};
 
-/// The client's request body as read from its connection.
-pub type ClientBody = IdleTimeout<HttpBodySource<Incoming>>;
+/// The client's request body as read from its connection, within its
+/// route's limits.
+pub type ClientBody = super::limits::ClientLimits<IdleTimeout<HttpBodySource<Incoming>>>;
 
 /// The error a body fails with when its peer sent nothing for too long.
 #[derive(Debug, thiserror::Error)]

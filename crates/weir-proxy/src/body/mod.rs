@@ -5,6 +5,7 @@
 //! [`replay`] keeps a request body for a retry.
 
 pub mod idle;
+pub mod limits;
 pub mod replay;
 pub mod request;
 pub mod response;

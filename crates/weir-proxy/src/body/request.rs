@@ -96,6 +96,10 @@ impl Source for Outgoing {
 
 /// Where a request body sent upstream comes from.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the body is boxed once in RequestBody; a mirror's consumer is the rare case"
+)]
 pub enum RequestSource {
     /// The client's body, read directly.
     Direct(ClientBody),

@@ -8,6 +8,7 @@
 mod cache;
 mod duration;
 mod error;
+mod limits;
 mod raw;
 mod side;
 mod ssr;
@@ -28,6 +29,7 @@ use std::path::Path;
 
 pub use duration::format as format_duration;
 pub use error::{ConfigError, MAX_CONFIG_BYTES};
+pub use limits::{RequestLimits, RouteLimits};
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;

@@ -73,6 +73,14 @@ pub(super) struct RawServer {
     pub access_log: Option<Spanned<String>>,
     #[serde(with = "duration")]
     pub upgrade_idle_timeout: Duration,
+    pub max_request_head_bytes: Option<Spanned<u64>>,
+    pub max_request_headers: Option<Spanned<u64>>,
+    pub max_uri_bytes: Option<Spanned<u64>>,
+    pub max_request_body_bytes: Option<Spanned<u64>>,
+    pub request_body_min_rate: Option<Spanned<u64>>,
+    #[serde(with = "duration")]
+    pub request_body_rate_grace: Duration,
+    pub max_connections: Option<Spanned<u64>>,
 }
 
 impl Default for RawServer {
@@ -86,6 +94,13 @@ impl Default for RawServer {
             workers: None,
             access_log: None,
             upgrade_idle_timeout: Duration::from_secs(300),
+            max_request_head_bytes: None,
+            max_request_headers: None,
+            max_uri_bytes: None,
+            max_request_body_bytes: None,
+            request_body_min_rate: None,
+            request_body_rate_grace: super::limits::RequestLimits::default().body_rate_grace,
+            max_connections: None,
         }
     }
 }
@@ -143,6 +158,7 @@ pub(super) struct RawUpstream {
     pub root: Option<Spanned<String>>,
     pub balance: Option<Spanned<String>>,
     pub hash_key: Option<Spanned<String>>,
+    pub protocol: Option<Spanned<String>>,
     pub health: Option<Spanned<RawHealth>>,
     #[serde(default)]
     pub outlier: RawOutlier,
@@ -309,6 +325,10 @@ pub(super) struct RawRoute {
     /// `upgrade = ["websocket"]`: the `Upgrade` tokens forwarded as a tunnel.
     #[serde(default)]
     pub upgrade: Vec<Spanned<String>>,
+    /// Replaces `[server] max_request_body_bytes` on this route.
+    pub max_request_body_bytes: Option<Spanned<u64>>,
+    /// Most requests of this route in flight at once.
+    pub max_concurrent_requests: Option<Spanned<u64>>,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.

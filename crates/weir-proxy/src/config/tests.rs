@@ -598,3 +598,27 @@ fn route_upgrade_takes_tokens_case_insensitively_and_names_a_bad_one() {
         std::time::Duration::from_millis(300)
     );
 }
+
+#[test]
+fn protocol_defaults_to_http1_and_an_unknown_one_names_file_line_and_key() {
+    let c = Config::parse(OK, "t", Path::new(".")).expect("valid");
+    assert_eq!(c.upstreams[0].protocol, Protocol::Http1);
+    for (value, want) in [
+        ("http1", Protocol::Http1),
+        ("h2c", Protocol::H2c),
+        ("auto", Protocol::Auto),
+    ] {
+        let text = OK.replace(
+            "url = \"http://127.0.0.1:3000\"\n",
+            &format!("url = \"http://127.0.0.1:3000\"\nprotocol = \"{value}\"\n"),
+        );
+        let c = Config::parse(&text, "t", Path::new(".")).expect("valid");
+        assert_eq!(c.upstreams[0].protocol, want, "{value}");
+    }
+    let e = err(
+        "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\nprotocol = \"h2\"\n[[route]]\nupstream = \"app\"\n",
+    );
+    assert!(e.starts_with("test.toml:4:"), "{e}");
+    assert!(e.contains("upstream[0].protocol"), "{e}");
+    assert!(e.contains("\"h2\"") && e.contains("h2c"), "{e}");
+}

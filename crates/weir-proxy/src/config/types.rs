@@ -100,6 +100,8 @@ pub struct ServerSettings {
     /// no byte moves either way for this long is closed on both sides
     /// (`upgrade_idle_timeout`, default 300 s).
     pub upgrade_idle_timeout: Duration,
+    /// The request limits (`max_request_head_bytes` and the rest).
+    pub limits: super::limits::RequestLimits,
 }
 
 /// Where the access log (the `weir::access` lines) goes: `[server]
@@ -159,6 +161,35 @@ pub struct Upstream {
     pub outlier: OutlierSettings,
     /// `[upstream.retry]`: when a failed attempt is tried again.
     pub retry: RetrySettings,
+    /// `protocol`: the HTTP version spoken to its servers (default `http1`).
+    pub protocol: Protocol,
+}
+
+/// `protocol`: the HTTP version Weir speaks to an upstream's servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// `"http1"` (default): HTTP/1.1, a pool of connections per server.
+    #[default]
+    Http1,
+    /// `"h2c"`: HTTP/2 over cleartext TCP with prior knowledge (RFC 9113
+    /// §3.3), one multiplexed connection per server.
+    H2c,
+    /// `"auto"`: h2c for a request that came over HTTP/2 or is gRPC
+    /// (`Content-Type: application/grpc…`, whatever version it came in),
+    /// HTTP/1.1 for every other request. The servers must speak both.
+    Auto,
+}
+
+impl Protocol {
+    /// Whether a request that came as `received` (a gRPC call when
+    /// `grpc`) goes to this upstream over HTTP/2.
+    pub fn speaks_h2(self, received: http::Version, grpc: bool) -> bool {
+        match self {
+            Protocol::Http1 => false,
+            Protocol::H2c => true,
+            Protocol::Auto => received == http::Version::HTTP_2 || grpc,
+        }
+    }
 }
 
 /// One server of an upstream (`url`, or an entry of `servers`).
@@ -367,6 +398,9 @@ pub struct RouteSpec {
     /// a client may switch to through this route, e.g. `["websocket"]`.
     /// Empty (the default): `Upgrade` is removed like any hop-by-hop field.
     pub upgrade: Vec<String>,
+    /// The route's limits: `max_request_body_bytes` (the route's, else
+    /// `[server]`'s) and `max_concurrent_requests`.
+    pub limits: super::limits::RouteLimits,
 }
 
 /// A route's `[route.ssr]`, validated.

@@ -12,7 +12,7 @@ use weir_http::host;
 use super::error::{ConfigError, Errors};
 use super::raw::{RawHealth, RawOutlier, RawRetry, RawServerEntry, RawUpstream};
 use super::types::{
-    Balance, HashKey, HealthCheck, OutlierSettings, RetrySettings, ServerSpec, Upstream,
+    Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings, ServerSpec, Upstream,
     UpstreamTarget, UpstreamUrl,
 };
 
@@ -109,7 +109,33 @@ pub(super) fn upstream(
             .transpose()?,
         outlier: outlier(i, &u.outlier, up.span(), errors)?,
         retry: retry(i, &u.retry, errors)?,
+        protocol: protocol(i, u, errors)?,
     })
+}
+
+/// `protocol`: `"http1"` (default), `"h2c"` or `"auto"`; an embedded
+/// origin speaks HTTP/1.1 only.
+fn protocol(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Protocol, ConfigError> {
+    let Some(p) = &u.protocol else {
+        return Ok(Protocol::Http1);
+    };
+    let key = format!("upstream[{i}].protocol");
+    let protocol = match p.get_ref().as_str() {
+        "http1" => Protocol::Http1,
+        "h2c" => Protocol::H2c,
+        "auto" => Protocol::Auto,
+        other => {
+            return Err(errors.at(
+                p.span(),
+                key,
+                format!("unknown protocol {other:?}; use \"http1\", \"h2c\" or \"auto\""),
+            ));
+        }
+    };
+    if protocol != Protocol::Http1 && u.origin.is_some() {
+        return Err(errors.at(p.span(), key, "the embedded origin speaks HTTP/1.1 only"));
+    }
+    Ok(protocol)
 }
 
 fn embedded(

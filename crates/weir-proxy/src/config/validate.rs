@@ -141,6 +141,18 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                 .map_err(|why| errors.at(a.span(), "server.access_log", why))?,
         },
         upgrade_idle_timeout: raw.server.upgrade_idle_timeout,
+        limits: super::limits::request_limits(
+            &super::limits::RawLimits {
+                max_request_head_bytes: raw.server.max_request_head_bytes.as_ref(),
+                max_request_headers: raw.server.max_request_headers.as_ref(),
+                max_uri_bytes: raw.server.max_uri_bytes.as_ref(),
+                max_request_body_bytes: raw.server.max_request_body_bytes.as_ref(),
+                request_body_min_rate: raw.server.request_body_min_rate.as_ref(),
+                request_body_rate_grace: raw.server.request_body_rate_grace,
+                max_connections: raw.server.max_connections.as_ref(),
+            },
+            &errors,
+        )?,
     };
 
     let listeners = if raw.listeners.is_empty() {
@@ -263,6 +275,13 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             ));
         }
         let upgrade = route_upgrade(i, &r.upgrade, &errors)?;
+        let mut limits = super::limits::route_limits(
+            i,
+            r.max_request_body_bytes.as_ref(),
+            r.max_concurrent_requests.as_ref(),
+            &errors,
+        )?;
+        limits.max_body_bytes = limits.max_body_bytes.or(server.limits.max_body_bytes);
         routes.push(RouteSpec {
             host,
             path_prefix,
@@ -275,6 +294,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             cache: r.cache,
             ssr,
             upgrade,
+            limits,
         });
     }
 

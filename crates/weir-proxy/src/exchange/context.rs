@@ -58,6 +58,9 @@ pub(crate) struct Exchange<'p> {
     /// The request body's retry buffer, when the upstream request phase
     /// kept one (see `retry_body_bytes`).
     pub(crate) tape: Option<Tape<RequestPipeline>>,
+    /// A gRPC call (`Content-Type: application/grpc…`): Weir's own
+    /// failures are answered as gRPC ones ([`super::grpc`]).
+    pub(crate) grpc: bool,
 }
 
 impl<'p> Exchange<'p> {
@@ -93,6 +96,7 @@ impl<'p> Exchange<'p> {
             ssr,
             cache,
             tape: None,
+            grpc: super::grpc::is_grpc(req.headers()),
         }
     }
 
@@ -102,12 +106,17 @@ impl<'p> Exchange<'p> {
         let key = crate::balance::PickKey {
             headers,
             client: self.downstream.addr.ip(),
+            host: self.target.client_host.as_deref(),
         };
         self.target.upstream.group.pick(&key, tried)
     }
 
-    /// A local answer, logged as this request.
+    /// A local answer, logged as this request; to a gRPC call, a failure
+    /// to reach the upstream is a gRPC failure ([`super::grpc::answer`]).
     pub(crate) fn answer(self, local: local::Local) -> Response<ResponseBody> {
+        if self.grpc && super::grpc::replaces(&local) {
+            return super::grpc::answer(self.record, local);
+        }
         local::answer(self.record, local, self.head_only)
     }
 }

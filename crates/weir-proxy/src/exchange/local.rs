@@ -41,6 +41,16 @@ impl Local {
         Local::new(StatusCode::BAD_REQUEST, body, Outcome::BadRequest)
     }
 
+    /// `503 Service Unavailable` for a route at its
+    /// `max_concurrent_requests`, logged as `limited`.
+    pub(crate) const fn too_busy() -> Local {
+        Local::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "503 Service Unavailable: too many requests in flight on this route\n",
+            Outcome::Limited,
+        )
+    }
+
     /// `502 Bad Gateway`, logged as `upstream_error`.
     pub(crate) const fn bad_gateway(body: &'static str) -> Local {
         Local::new(StatusCode::BAD_GATEWAY, body, Outcome::UpstreamError)

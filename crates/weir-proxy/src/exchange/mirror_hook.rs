@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use http::Request;
+use http::{Request, Version};
 use http_body_util::{Either, Empty};
 use tokio::sync::OwnedSemaphorePermit;
 use weir_stream::{ConsumerOptions, Share, ShareOptions, TransformExt as _, pull, share};
@@ -13,6 +13,7 @@ use crate::access_log::RequestTally;
 use crate::body::idle::ClientBody;
 use crate::body::request::{Outgoing, RequestBody, RequestSource};
 use crate::body_log::BodyLog;
+use crate::config::Protocol;
 use crate::mirror::Mirror;
 use crate::proxy::Proxy;
 use crate::route::Route;
@@ -58,7 +59,9 @@ impl Admitted<'_> {
     }
 
     /// Sends the copy of `parts` (the upstream request's head, already
-    /// rewritten) to the mirror, at `forward_path` with the same query.
+    /// rewritten) to the mirror, at `forward_path` with the same query;
+    /// over HTTP/2 when the mirror's upstream says `protocol = "h2c"`,
+    /// else over HTTP/1.1.
     pub(crate) fn send(self, parts: &http::request::Parts, forward_path: &str, proxy: &Proxy) {
         let m = self.mirror;
         let body = match self.body {
@@ -77,6 +80,10 @@ impl Admitted<'_> {
             .request_uri(forward_path, parts.uri.query())
             .unwrap_or_else(|| parts.uri.clone());
         *req.headers_mut() = parts.headers.clone();
+        let shadow = proxy.upstreams.get(m.spec.upstream);
+        if shadow.is_some_and(|u| u.group.protocol == Protocol::H2c) {
+            *req.version_mut() = Version::HTTP_2;
+        }
         m.spawn(proxy.client.clone(), req, self.share, self.permit);
     }
 }

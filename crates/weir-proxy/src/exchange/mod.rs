@@ -13,7 +13,8 @@
 //! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
 //! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
 //! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
-//! | send | connect and response head; the retry point | [`send`] |
+//! | send | connect and response head (HTTP/1.1 or h2c); the retry point | [`send`] |
+//! | gRPC failures | Weir's own 502/503/504 to a gRPC call as `grpc-status` | [`grpc`] |
 //! | response head filter | hop-by-hop, `Via`, refusals | [`upstream_response`] |
 //! | fan-out | cache fill and body log, on the upstream's bytes | [`cache_hook`], [`response`] |
 //! | response body pipeline | SSR composition, the route's transforms | [`compose`], [`response`] |
@@ -27,6 +28,7 @@ pub(crate) mod cache_hook;
 pub(crate) mod cache_lookup;
 pub(crate) mod compose;
 pub(crate) mod context;
+pub(crate) mod grpc;
 pub(crate) mod local;
 pub(crate) mod mirror_hook;
 pub(crate) mod request;
@@ -44,6 +46,7 @@ use http::{Method, Request, Response};
 use hyper::body::Incoming;
 
 use self::context::Exchange;
+use self::local::Local;
 use self::sent::Sent;
 use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
@@ -55,22 +58,32 @@ impl Proxy {
     /// response (4xx/5xx) and an access log line.
     pub async fn handle(
         &self,
-        req: Request<Incoming>,
+        mut req: Request<Incoming>,
         downstream: &Downstream,
     ) -> Response<ResponseBody> {
+        // The limits apply to the request as the client sent it, before
+        // Weir adds its own fields.
+        let filtered = request::filter(&req, &self.settings.limits);
+        let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
+        record.request_id = Some(id.clone());
         record.count_into(Arc::clone(&self.metrics), self.route_label(None));
         let head_only = req.method() == Method::HEAD;
-        let routed = request::filter(&req)
-            .and_then(|()| request::route(&self.routes, &self.upstreams, &req));
-        match routed {
+        let routed = filtered.and_then(|()| request::route(&self.routes, &self.upstreams, &req));
+        let mut resp = match routed {
+            Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
+                local::answer(record, Local::too_busy(), head_only)
+            }
             Ok(target) => {
                 Exchange::new(self, target, &req, downstream, record)
                     .run(req)
                     .await
             }
             Err(local) => local::answer(record, local, head_only),
-        }
+        };
+        resp.headers_mut()
+            .insert(crate::request_id::X_REQUEST_ID, id);
+        resp
     }
 }
 

@@ -8,7 +8,7 @@
 use http::{Method, Request, StatusCode, Version, header};
 
 use super::local::Local;
-use crate::config::strip_port;
+use crate::config::{RequestLimits, strip_port};
 use crate::outcome::Outcome;
 use crate::path::normalize_path;
 use crate::proxy::ResolvedUpstream;
@@ -37,8 +37,34 @@ impl Target<'_> {
 /// # Errors
 /// `405` for `CONNECT` (Weir is no forward proxy), except an HTTP/2
 /// extended CONNECT (RFC 8441 §4, with `:protocol`), left to the upgrade
-/// phase; `501` for a transfer coding other than `chunked` (RFC 9112 §6.1).
-pub(crate) fn filter<B>(req: &Request<B>) -> Result<(), Local> {
+/// phase; `501` for a transfer coding other than `chunked` (RFC 9112 §6.1);
+/// `414` for a path and query longer than `max_uri_bytes` (RFC 9110
+/// §15.5.15); `431` for more field lines than `max_request_headers` (RFC
+/// 6585 §5; HTTP/1.1 heads are held to it by hyper already, HTTP/2 ones
+/// here).
+pub(crate) fn filter<B>(req: &Request<B>, limits: &RequestLimits) -> Result<(), Local> {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > limits.max_uri_bytes {
+        return Err(Local::new(
+            StatusCode::URI_TOO_LONG,
+            "414 URI Too Long\n",
+            Outcome::BadRequest,
+        ));
+    }
+    if req.version() < Version::HTTP_2 && head_bytes(req) > limits.max_head_bytes {
+        return Err(Local::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "431 Request Header Fields Too Large\n",
+            Outcome::BadRequest,
+        ));
+    }
+    if req.headers().len() > limits.max_headers {
+        return Err(Local::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "431 Request Header Fields Too Large: too many fields\n",
+            Outcome::BadRequest,
+        ));
+    }
     if req.method() == Method::CONNECT && req.extensions().get::<hyper::ext::Protocol>().is_none() {
         return Err(Local::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -54,6 +80,24 @@ pub(crate) fn filter<B>(req: &Request<B>) -> Result<(), Local> {
         ));
     }
     Ok(())
+}
+
+/// The size of an HTTP/1.1 request head as written with single spaces:
+/// `METHOD SP target SP HTTP/1.1 CRLF`, `name: value CRLF` per field line,
+/// and the final CRLF (RFC 9112 §2.1). Whitespace hyper trimmed is not
+/// counted.
+fn head_bytes<B>(req: &Request<B>) -> usize {
+    let target = match req.uri().path_and_query() {
+        Some(p) if req.uri().scheme().is_none() => p.as_str().len(),
+        _ => req.uri().to_string().len(),
+    };
+    let line = req.method().as_str().len() + 1 + target + " HTTP/1.1\r\n".len();
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    line + fields + 2
 }
 
 /// Routing: the route for the request's host and normalized path, and
@@ -183,7 +227,8 @@ upstream = "api"
 
     fn refused<B>(req: &Request<B>) -> Local {
         let (routes, upstreams) = table();
-        match filter(req).and_then(|()| route(&routes, &upstreams, req)) {
+        match filter(req, &RequestLimits::default()).and_then(|()| route(&routes, &upstreams, req))
+        {
             Ok(t) => panic!("routed to {}", t.upstream.name),
             Err(local) => local,
         }
@@ -219,7 +264,7 @@ upstream = "api"
         chunked
             .headers_mut()
             .insert(header::TRANSFER_ENCODING, "chunked".parse().expect("value"));
-        assert!(filter(&chunked).is_ok());
+        assert!(filter(&chunked, &RequestLimits::default()).is_ok());
     }
 
     #[test]

@@ -13,7 +13,14 @@
 //!   the response reached the client (no response head yet). Its body, if
 //!   it has one, is sent again from its retry buffer
 //!   ([`crate::body::replay`]); once more than `retry_body_bytes` of it
-//!   went out, it is not retried.
+//!   went out, it is not retried;
+//! - a stream an HTTP/2 server refused unprocessed (`REFUSED_STREAM`, a
+//!   graceful `GOAWAY`: [`UpstreamError::Refused`]) is retried whatever
+//!   its method, from a copy of its head and its retry buffer, as a
+//!   request that was never sent.
+//!
+//! A gRPC request's `grpc-timeout` bounds the response head deadline
+//! ([`super::grpc::timeout`]).
 
 use std::sync::Arc;
 
@@ -87,10 +94,16 @@ impl Exchange<'_> {
         // `Host` is absent unless the route preserves the client's: then
         // each server gets its own authority.
         let set_host = !req.headers().contains_key(header::HOST);
+        let idempotent = req.method().is_idempotent();
+        let h2 = req.version() == Version::HTTP_2;
         let copy = (group.can_retry
-            && req.method().is_idempotent()
+            && (idempotent || h2)
             && (matches!(req.body(), Either::Right(_)) || self.tape.is_some()))
         .then(|| HeadCopy::of(&req));
+        let deadline = self
+            .grpc
+            .then(|| super::grpc::timeout(req.headers()))
+            .flatten();
         let mut tried = [usize::MAX; MAX_ATTEMPTS];
         let mut server = self.server;
         for n in 0..MAX_ATTEMPTS {
@@ -100,24 +113,31 @@ impl Exchange<'_> {
             self.record.attempts = (n + 1) as u8;
             self.record.server = Some(Arc::clone(&s.authority));
             self.record.hold_in_flight(InFlight::hold(&s.in_flight));
-            let SendFailure { error, unsent } =
-                match self.proxy.client.send_on(&s.pool, req, set_host).await {
-                    Ok(resp) => {
-                        let result = if resp.status().is_server_error() {
-                            AttemptResult::ServerError
-                        } else {
-                            AttemptResult::Ok
-                        };
-                        group.record(server, result);
-                        return Ok(resp);
-                    }
-                    Err(failure) => failure,
-                };
+            let SendFailure { error, unsent } = match self
+                .proxy
+                .client
+                .send_on(&s.pool, req, set_host, deadline)
+                .await
+            {
+                Ok(resp) => {
+                    let result = if resp.status().is_server_error() {
+                        AttemptResult::ServerError
+                    } else {
+                        AttemptResult::Ok
+                    };
+                    group.record(server, result);
+                    return Ok(resp);
+                }
+                Err(failure) => failure,
+            };
             let result = attempt_result(&error);
             group.record(server, result);
+            let refused = matches!(error, UpstreamError::Refused { .. });
             let again = match unsent {
                 Some(unsent) => Some(unsent),
-                None if self.record.counters().client_failure().is_none() => {
+                None if self.record.counters().client_failure().is_none()
+                    && (idempotent || refused) =>
+                {
                     copy.as_ref().and_then(|head| self.again(head))
                 }
                 None => None,
@@ -141,13 +161,7 @@ impl Exchange<'_> {
                 n + 1,
                 group.servers[next].authority
             );
-            let earlier = self.record.retried.get_or_insert_with(String::new);
-            if !earlier.is_empty() {
-                earlier.push(',');
-            }
-            earlier.push_str(&s.authority);
-            earlier.push(' ');
-            earlier.push_str(result.as_str());
+            self.record.note_retry(&s.authority, result);
             req = again;
             server = next;
         }
@@ -176,6 +190,22 @@ impl Exchange<'_> {
                 Local::new(
                     StatusCode::REQUEST_TIMEOUT,
                     "408 Request Timeout: the request body stalled\n",
+                    Outcome::ClientAborted,
+                )
+            }
+            Some(ClientBodyFailure::TooLarge) => {
+                tracing::debug!(target: "weir::proxy", "request body over its limit: {err}");
+                Local::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "413 Content Too Large: the request body is over this route's limit\n",
+                    Outcome::BadRequest,
+                )
+            }
+            Some(ClientBodyFailure::TooSlow) => {
+                tracing::debug!(target: "weir::proxy", "request body too slow: {err}");
+                Local::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "408 Request Timeout: the request body came too slowly\n",
                     Outcome::ClientAborted,
                 )
             }
@@ -211,9 +241,9 @@ impl Exchange<'_> {
 /// How a failed attempt counts for ejection and metrics.
 pub(crate) fn attempt_result(err: &UpstreamError) -> AttemptResult {
     match err {
-        UpstreamError::ConnectRefused { .. } | UpstreamError::Connect { .. } => {
-            AttemptResult::ConnectFailed
-        }
+        UpstreamError::ConnectRefused { .. }
+        | UpstreamError::Connect { .. }
+        | UpstreamError::Refused { .. } => AttemptResult::ConnectFailed,
         UpstreamError::ConnectTimeout { .. } | UpstreamError::ResponseHeaderTimeout { .. } => {
             AttemptResult::Timeout
         }

@@ -99,6 +99,64 @@ pub(crate) const NOT_TUNNELLED: Local = Local::new(
 );
 
 impl Exchange<'_> {
+    /// Sends the handshake `parts` to `server`, and, when it could not
+    /// connect (nothing was sent, so nothing reached the client either),
+    /// to other servers of `group` as far as its retry settings and budget
+    /// allow, like any request none of which was written.
+    async fn handshake(
+        &mut self,
+        group: &Arc<crate::balance::UpstreamGroup>,
+        mut server: usize,
+        parts: http::request::Parts,
+        set_host: bool,
+    ) -> Result<Response<Incoming>, crate::upstream::UpstreamError> {
+        group.deposit();
+        let head = (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.version,
+            parts.headers.clone(),
+        );
+        let mut req = Request::from_parts(parts, Either::Right(Empty::new()));
+        let mut tried = Vec::with_capacity(2);
+        loop {
+            let s = &group.servers[server];
+            tried.push(server);
+            self.server = server;
+            self.record.attempts = u8::try_from(tried.len()).unwrap_or(u8::MAX);
+            self.record.server = Some(Arc::clone(&s.authority));
+            self.record.hold_in_flight(InFlight::hold(&s.in_flight));
+            let err = match self.proxy.client.send_upgrade(&s.pool, req, set_host).await {
+                Ok(resp) => return Ok(resp),
+                Err(err) => err,
+            };
+            let result = attempt_result(&err);
+            group.record(server, result);
+            let may_retry = result == AttemptResult::ConnectFailed
+                && group.can_retry
+                && tried.len() < group.retry.attempts as usize;
+            let Some(next) = may_retry
+                .then(|| self.pick_server(&head.3, &tried))
+                .flatten()
+            else {
+                return Err(err);
+            };
+            if !group.withdraw() {
+                group.retry_budget_exhausted.inc();
+                return Err(err);
+            }
+            group.retried.inc();
+            self.record.note_retry(&s.authority, result);
+            let mut again = Request::new(Either::Right(Empty::new()));
+            *again.method_mut() = head.0.clone();
+            *again.uri_mut() = head.1.clone();
+            *again.version_mut() = head.2;
+            *again.headers_mut() = head.3.clone();
+            req = again;
+            server = next;
+        }
+    }
+
     /// The upgrade phase: the handshake upstream on a connection of its
     /// own, then, on a `101`, the client's `101` (or `200`) and a task
     /// that runs the tunnel and logs the exchange when it ends.
@@ -143,20 +201,15 @@ impl Exchange<'_> {
             parts.headers.remove(header::CONTENT_LENGTH);
         }
         let group = Arc::clone(&self.target.upstream.group);
-        let s = &group.servers[server];
-        self.record.attempts = 1;
-        self.record.server = Some(Arc::clone(&s.authority));
-        self.record.hold_in_flight(InFlight::hold(&s.in_flight));
         let set_host = !parts.headers.contains_key(header::HOST);
-        let req = Request::from_parts(parts, Either::Right(Empty::new()));
-        let mut resp = match self.proxy.client.send_upgrade(&s.pool, req, set_host).await {
+        let mut resp = match self.handshake(&group, server, parts, set_host).await {
             Ok(resp) => resp,
             Err(err) => {
-                group.record(server, attempt_result(&err));
                 let local = self.upstream_failure(&err);
                 return self.answer(local);
             }
         };
+        let server = self.server;
         let status = resp.status();
         group.record(
             server,

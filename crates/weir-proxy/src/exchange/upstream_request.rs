@@ -14,6 +14,7 @@ use super::local::Local;
 use super::mirror_hook;
 use crate::access_log::RequestTally;
 use crate::body::idle::IdleTimeout;
+use crate::body::limits::{BodyBounds, ClientLimits};
 use crate::body::request::{Outgoing, RequestBody, RequestSource};
 use crate::body_log::{BodyLog, Direction};
 use crate::config::HostHeader;
@@ -34,6 +35,7 @@ impl Exchange<'_> {
         req: Request<Incoming>,
     ) -> Result<Request<RequestBody>, Local> {
         let (mut parts, body) = req.into_parts();
+        self.body_within_limit(&parts.headers)?;
         let Some(server) = self.pick_server(&parts.headers, &[]) else {
             return Err(self.no_server());
         };
@@ -46,7 +48,9 @@ impl Exchange<'_> {
         let source = if http_body::Body::is_end_stream(&body) {
             None
         } else {
-            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
+            if parts.version != Version::HTTP_2
+                && !parts.headers.contains_key(header::CONTENT_LENGTH)
+            {
                 // Say so explicitly: for GET and HEAD, hyper would otherwise
                 // assume there is no body and drop it.
                 parts.headers.insert(
@@ -54,9 +58,12 @@ impl Exchange<'_> {
                     HeaderValue::from_static("chunked"),
                 );
             }
-            let client = IdleTimeout::new(
-                HttpBodySource::new(body),
-                self.proxy.settings.body_idle_timeout,
+            let client = ClientLimits::new(
+                IdleTimeout::new(
+                    HttpBodySource::new(body),
+                    self.proxy.settings.body_idle_timeout,
+                ),
+                self.body_bounds(),
             );
             Some(match &mut mirror {
                 Some(m) => m.split(client),
@@ -93,6 +100,42 @@ impl Exchange<'_> {
         Ok(Request::from_parts(parts, body))
     }
 
+    /// The bounds of the client's body on this route.
+    fn body_bounds(&self) -> BodyBounds {
+        let limits = &self.proxy.settings.limits;
+        BodyBounds {
+            max_bytes: self.target.route.max_body_bytes,
+            min_rate: limits.body_min_rate,
+            grace: limits.body_rate_grace,
+        }
+    }
+
+    /// A `413` for a body whose `Content-Length` is over the route's
+    /// `max_request_body_bytes` (RFC 9110 §15.5.14), before anything goes
+    /// upstream. A chunked body is held to the limit as it streams.
+    fn body_within_limit(&mut self, headers: &http::HeaderMap) -> Result<(), Local> {
+        let Some(limit) = self.target.route.max_body_bytes else {
+            return Ok(());
+        };
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match declared {
+            Some(n) if n > limit => {
+                let reason = format!("Content-Length {n} over max_request_body_bytes = {limit}");
+                tracing::debug!(target: "weir::proxy", "{reason}");
+                self.record.reason = Some(reason);
+                Err(Local::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "413 Content Too Large: the request body is over this route's limit\n",
+                    Outcome::BadRequest,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The `503` of a request whose upstream has no server available.
     pub(crate) fn no_server(&mut self) -> Local {
         let group = &self.target.upstream.group;
@@ -107,7 +150,8 @@ impl Exchange<'_> {
     }
 
     /// The retry buffer a request body gets, in bytes: on an upstream that
-    /// can retry, for an idempotent method (RFC 9110 §9.2.2), when
+    /// can retry, for an idempotent method (RFC 9110 §9.2.2) or any request
+    /// sent over HTTP/2 (a refused stream is retried whatever its method), when
     /// `retry_body_bytes` is not 0 and a declared `Content-Length` fits in
     /// it. `None`: the body is sent once, and the request is retried only
     /// when none of it was written.
@@ -121,7 +165,7 @@ impl Exchange<'_> {
             .and_then(|v| v.parse::<u64>().ok());
         (group.can_retry
             && cap > 0
-            && parts.method.is_idempotent()
+            && (parts.method.is_idempotent() || parts.version == Version::HTTP_2)
             && declared.is_none_or(|n| n <= cap))
         .then_some(cap)
     }
@@ -131,7 +175,9 @@ impl Exchange<'_> {
     /// trailers` kept when the client takes trailers), `Host` by the route's
     /// `host_header`, `X-Forwarded-*`, `Via`, `Accept-Encoding: identity`
     /// for stages that read the body, no `Range` or validators on SSR
-    /// routes, `Connection: close` for `HEAD`.
+    /// routes, `Connection: close` for `HEAD` over HTTP/1.1. The version is
+    /// the one the upstream's `protocol` picks for this request: HTTP/2 or
+    /// HTTP/1.1.
     ///
     /// # Errors
     /// 400 when the rewritten target is not a valid URI.
@@ -148,6 +194,11 @@ impl Exchange<'_> {
                 "400 Bad Request: invalid request target\n",
             ))?;
         let received = parts.version;
+        let h2 = target
+            .upstream
+            .group
+            .protocol
+            .speaks_h2(received, self.grpc);
         let headers = &mut parts.headers;
         let te_trailers = headers::remove_hop_by_hop(headers);
         // HTTP/2 clients always accept trailers; HTTP/1.1 ones say so.
@@ -196,8 +247,12 @@ impl Exchange<'_> {
             }
         }
         parts.uri = uri;
-        parts.version = Version::HTTP_11;
-        if parts.method == Method::HEAD {
+        parts.version = if h2 {
+            Version::HTTP_2
+        } else {
+            Version::HTTP_11
+        };
+        if parts.method == Method::HEAD && !h2 {
             // A response to HEAD has no content (RFC 9110 §9.3.2), so hyper
             // reads none; an upstream that sends some anyway, late, would
             // have it read as the next request's response on a pooled

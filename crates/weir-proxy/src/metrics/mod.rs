@@ -140,6 +140,10 @@ pub struct Metrics {
     cache_not_modified: Counter,
     cache_background: Counter,
     tls_handshake_errors: Counter,
+    /// Downstream connections open now (`weir_downstream_connections`).
+    pub downstream_open: Gauge,
+    /// Connections that waited for a slot of `max_connections`.
+    pub downstream_waits: Counter,
     share_lag_detaches: Family<BranchLabels, Counter>,
     mirror_requests: Family<MirrorLabels, Counter>,
     ssr_pages: Family<ResultLabels, Counter>,
@@ -260,6 +264,17 @@ impl Metrics {
             "Failed attempts tried again on another server, and those the retry budget refused",
             groups.retries.clone(),
         );
+        let downstream_open = Gauge::default();
+        r.register(
+            "downstream_connections",
+            "Downstream connections open now",
+            downstream_open.clone(),
+        );
+        let downstream_waits = counter(
+            r,
+            "downstream_connection_waits",
+            "Connections that waited in the backlog because max_connections were open",
+        );
         r.register_collector(Box::new(AvailableCollector {
             states: Arc::clone(&groups.states),
         }));
@@ -339,6 +354,8 @@ impl Metrics {
                 SSR_FAILURE_KINDS.map(|kind| KindLabels { kind }),
             ),
             groups,
+            downstream_open,
+            downstream_waits,
             registry,
         }
     }

@@ -14,7 +14,8 @@ use super::connect::Sender;
 use super::pool::ServerPool;
 
 pin_project! {
-    /// The body of an upstream response, `Incoming` with its connection.
+    /// The body of an upstream response, `Incoming` with its connection
+    /// (an HTTP/1.1 one; none for a stream of an HTTP/2 connection).
     ///
     /// When the body ends (its last frame read, or no body at all: `HEAD`,
     /// 204, 304, `Content-Length: 0`), the connection goes back to its
@@ -107,8 +108,10 @@ impl PooledBody {
 }
 
 impl PooledBody {
-    /// `inner`, read on a connection of its own that is closed after it
-    /// (one that was opened to switch protocols and did not).
+    /// `inner`, with no pool to give a connection back to: read on a
+    /// connection of its own that is closed after it (one opened to switch
+    /// protocols that did not), or from a stream of a shared HTTP/2
+    /// connection (which stays open for other streams either way).
     pub(crate) fn unpooled(inner: Incoming) -> PooledBody {
         PooledBody {
             inner,

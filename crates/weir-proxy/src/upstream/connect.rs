@@ -1,6 +1,6 @@
 //! Opening one upstream connection: name resolution, TCP connect under the
 //! connect deadline, `TCP_NODELAY`, the connection counted, the HTTP/1.1
-//! handshake, and the connection's task spawned.
+//! handshake (HTTP/2's is in [`super::h2`]), and the connection's task spawned.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -29,8 +29,8 @@ pub(crate) struct Dial {
 }
 
 impl Dial {
-    /// Resolves, connects and handshakes; `counted` wraps the socket so the
-    /// connection is counted for as long as it lives.
+    /// Resolves, connects and handshakes HTTP/1.1; `counted` wraps the
+    /// socket so the connection is counted for as long as it lives.
     ///
     /// # Errors
     /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`]
@@ -63,6 +63,31 @@ impl Dial {
         counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
         upgrades: bool,
     ) -> Result<Sender, UpstreamError> {
+        let io = counted(self.socket(authority).await?);
+        let (sender, conn) = http1::Builder::new()
+            .handshake(io)
+            .await
+            .map_err(|e| handshake_error(&e, authority))?;
+        tokio::spawn(async move {
+            let ended = if upgrades {
+                conn.with_upgrades().await
+            } else {
+                conn.await
+            };
+            if let Err(e) = ended {
+                tracing::debug!(target: "weir::upstream", "upstream connection ended: {e}");
+            }
+        });
+        Ok(sender)
+    }
+
+    /// Resolves and connects under the connect deadline, with
+    /// `TCP_NODELAY`: the socket every protocol's handshake starts from.
+    ///
+    /// # Errors
+    /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`]
+    /// or [`UpstreamError::Connect`], naming `authority`.
+    pub async fn socket(&self, authority: &str) -> Result<TokioIo<TcpStream>, UpstreamError> {
         let stream = match tokio::time::timeout(self.timeout, self.tcp()).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => return Err(self.connect_error(&e, authority)),
@@ -75,26 +100,7 @@ impl Dial {
         };
         // Small requests and responses must not wait for Nagle.
         let _ = stream.set_nodelay(true);
-        let io = counted(TokioIo::new(stream));
-        let (sender, conn) =
-            http1::Builder::new()
-                .handshake(io)
-                .await
-                .map_err(|e| UpstreamError::Connect {
-                    authority: authority.to_owned(),
-                    detail: super::error::error_chain(&e),
-                })?;
-        tokio::spawn(async move {
-            let ended = if upgrades {
-                conn.with_upgrades().await
-            } else {
-                conn.await
-            };
-            if let Err(e) = ended {
-                tracing::debug!(target: "weir::upstream", "upstream connection ended: {e}");
-            }
-        });
-        Ok(sender)
+        Ok(TokioIo::new(stream))
     }
 
     /// The first address that accepts, in resolution order.
@@ -128,5 +134,13 @@ impl Dial {
                 detail: err.to_string(),
             },
         }
+    }
+}
+
+/// A handshake that failed on an open socket: a connect failure.
+pub(crate) fn handshake_error(err: &hyper::Error, authority: &str) -> UpstreamError {
+    UpstreamError::Connect {
+        authority: authority.to_owned(),
+        detail: super::error::error_chain(err),
     }
 }

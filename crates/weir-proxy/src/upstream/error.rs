@@ -2,10 +2,21 @@
 
 use std::error::Error as StdError;
 
-use http::StatusCode;
+use http::{Request, StatusCode};
+
+use crate::body::request::RequestBody;
+
+/// A request that got no response.
+#[derive(Debug)]
+pub struct SendFailure {
+    /// What failed.
+    pub error: UpstreamError,
+    /// The request, when none of it was written.
+    pub unsent: Option<Request<RequestBody>>,
+}
 
 /// Why an upstream request produced no response.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum UpstreamError {
     /// The TCP connection was refused.
@@ -44,6 +55,16 @@ pub enum UpstreamError {
     BodyDetached {
         /// The upstream's host:port.
         authority: String,
+    },
+    /// The HTTP/2 server refused the stream before processing any of it
+    /// (`RST_STREAM` with `REFUSED_STREAM`, or a graceful `GOAWAY` that left
+    /// it out; RFC 9113 §8.7): safe to send again on another server.
+    #[error("{authority} refused the request unprocessed: {detail}")]
+    Refused {
+        /// The upstream's host:port.
+        authority: String,
+        /// The underlying error chain, on one line.
+        detail: String,
     },
     /// The connection failed after it was established (reset, bad response, …).
     #[error("request to {authority} failed: {detail}")]

@@ -1,22 +1,23 @@
-//! The upstream client: a pool of HTTP/1.1 connections per upstream
-//! server over hyper's connection API, its deadlines, and the
-//! classification of its failures into 502 and 504.
+//! The upstream client: a pool of HTTP/1.1 connections or one HTTP/2
+//! connection per upstream server over hyper's connection API, its
+//! deadlines, and the classification of its failures into 502 and 504.
 
 mod body;
 mod connect;
 mod error;
+mod h2;
 mod pool;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{Request, Response, Uri, header};
+use http::{Request, Response, Uri, Version, header};
 use weir_stream::body::HttpBodySource;
 
 pub use body::PooledBody;
 use error::caused_by_lag;
-pub use error::{UpstreamError, error_chain};
+pub use error::{SendFailure, UpstreamError, error_chain};
 pub(crate) use pool::ServerPool;
 
 use crate::body::idle::IdleTimeout;
@@ -28,8 +29,9 @@ use crate::counted::ConnectionCounts;
 /// adapter, under the body idle timeout.
 pub type UpstreamBody = IdleTimeout<HttpBodySource<PooledBody>>;
 
-/// A pooled HTTP/1.1 client for all upstreams: one server pool
-/// per upstream authority, made on first use and kept.
+/// The client for all upstreams: one server pool per upstream authority
+/// (idle HTTP/1.1 connections, one HTTP/2 connection), made on first use
+/// and kept.
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
     pools: Arc<RwLock<HashMap<String, Arc<ServerPool>>>>,
@@ -54,9 +56,10 @@ impl UpstreamClient {
         &self.counts
     }
 
-    /// Sends `req` (with an absolute `http://` URI; a `Host` field is added
-    /// from it when the request has none) and waits for the response head.
-    /// The request is written in origin form (RFC 9112 §3.2.1).
+    /// Sends `req` (with an absolute `http://` URI) and waits for the
+    /// response head: as a stream of the server's HTTP/2 connection when
+    /// its version is HTTP/2, else over HTTP/1.1, in origin form (RFC 9112
+    /// §3.2.1) with a `Host` field from the URI when the request has none.
     ///
     /// A request that a pooled connection could not take (it closed while
     /// idle, before anything was written) goes out on another connection.
@@ -83,14 +86,20 @@ impl UpstreamClient {
             }
         };
         let set_host = !parts.headers.contains_key(header::HOST);
-        self.send_on(&pool, Request::from_parts(parts, body), set_host)
+        self.send_on(&pool, Request::from_parts(parts, body), set_host, None)
             .await
             .map_err(|f| f.error)
     }
 
-    /// Sends `req` on a connection of `pool` (its URI made origin form;
-    /// with `set_host`, its `Host` field set to the server's authority) and
-    /// waits for the response head, at most `response_header_timeout`.
+    /// Sends `req` on a connection of `pool` and waits for the response
+    /// head, at most `response_header_timeout`, or `deadline` when that is
+    /// shorter.
+    ///
+    /// A request of version HTTP/2 goes as a stream of the server's HTTP/2
+    /// connection ([`h2::prepare`]: an absolute URI, the `Host` field as
+    /// its authority when there is one); any other over HTTP/1.1, its URI
+    /// made origin form and, with `set_host`, its `Host` field set to the
+    /// server's authority.
     ///
     /// # Errors
     /// A [`SendFailure`]: what failed and, when nothing of the request was
@@ -101,8 +110,22 @@ impl UpstreamClient {
         pool: &Arc<ServerPool>,
         req: Request<RequestBody>,
         set_host: bool,
+        deadline: Option<std::time::Duration>,
     ) -> Result<Response<PooledBody>, SendFailure> {
         let (mut parts, body) = req.into_parts();
+        let configured = self.settings.response_header_timeout;
+        let deadline = deadline.map_or(configured, |d| d.min(configured));
+        if parts.version == Version::HTTP_2 {
+            h2::prepare(&mut parts, pool.authority());
+            let req = Request::from_parts(parts, body);
+            let sent = async {
+                let sent = pool
+                    .h2()
+                    .exchange(pool.authority(), || pool.counted_socket(), req);
+                Ok(sent.await?.map(PooledBody::unpooled))
+            };
+            return within(deadline, pool, sent).await;
+        }
         if set_host {
             parts
                 .headers
@@ -112,17 +135,7 @@ impl UpstreamClient {
             parts.uri = origin_form(std::mem::take(&mut parts.uri));
         }
         let req = Request::from_parts(parts, body);
-        let deadline = self.settings.response_header_timeout;
-        match tokio::time::timeout(deadline, exchange(pool, req)).await {
-            Ok(sent) => sent,
-            Err(_) => Err(SendFailure {
-                error: UpstreamError::ResponseHeaderTimeout {
-                    authority: pool.authority().to_owned(),
-                    ms: deadline.as_millis() as u64,
-                },
-                unsent: None,
-            }),
-        }
+        within(deadline, pool, exchange(pool, req)).await
     }
 
     /// The pool of `authority` (an `http` URL's), made on first use and
@@ -192,13 +205,22 @@ impl UpstreamClient {
     }
 }
 
-/// A request that got no response.
-#[derive(Debug)]
-pub struct SendFailure {
-    /// What failed.
-    pub error: UpstreamError,
-    /// The request, when none of it was written.
-    pub unsent: Option<Request<RequestBody>>,
+/// `sent`, unless the response head takes longer than `deadline`.
+async fn within(
+    deadline: std::time::Duration,
+    pool: &ServerPool,
+    sent: impl Future<Output = Result<Response<PooledBody>, SendFailure>>,
+) -> Result<Response<PooledBody>, SendFailure> {
+    match tokio::time::timeout(deadline, sent).await {
+        Ok(sent) => sent,
+        Err(_) => Err(SendFailure {
+            error: UpstreamError::ResponseHeaderTimeout {
+                authority: pool.authority().to_owned(),
+                ms: deadline.as_millis() as u64,
+            },
+            unsent: None,
+        }),
+    }
 }
 
 /// One exchange on `pool`: on an idle connection when one is ready, else on

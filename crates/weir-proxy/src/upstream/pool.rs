@@ -1,4 +1,5 @@
-//! One upstream server's idle connections.
+//! One upstream server's idle HTTP/1.1 connections (and the slot of its
+//! one HTTP/2 connection, [`super::h2`]).
 //!
 //! A connection is checked out for one exchange and comes back only when
 //! its response body was read to the end ([`super::body::PooledBody`]);
@@ -14,8 +15,12 @@ use std::time::{Duration, Instant};
 use http::HeaderValue;
 use http::uri::Authority;
 
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
 use super::connect::{Dial, Sender};
 use super::error::UpstreamError;
+use super::h2::H2Slot;
 use crate::config::ClientSettings;
 use crate::counted::{ConnectionCounts, Counted, Counter};
 
@@ -38,6 +43,8 @@ pub(crate) struct ServerPool {
     max_idle: usize,
     idle_timeout: Duration,
     reaper_started: AtomicBool,
+    /// The server's one HTTP/2 connection, for requests sent over h2c.
+    h2: H2Slot,
 }
 
 #[derive(Debug)]
@@ -80,6 +87,7 @@ impl ServerPool {
             max_idle: settings.pool_max_idle_per_host,
             idle_timeout: settings.pool_idle_timeout,
             reaper_started: AtomicBool::new(false),
+            h2: H2Slot::default(),
         })
     }
 
@@ -106,7 +114,23 @@ impl ServerPool {
         None
     }
 
-    /// Opens a new connection.
+    /// The server's HTTP/2 connection slot.
+    pub(super) fn h2(&self) -> &H2Slot {
+        &self.h2
+    }
+
+    /// A new socket to the server, counted for as long as it lives.
+    ///
+    /// # Errors
+    /// The connect failure, as [`Dial::socket`] gives it.
+    pub(super) async fn counted_socket(
+        &self,
+    ) -> Result<Counted<TokioIo<TcpStream>>, UpstreamError> {
+        let io = self.dial.socket(&self.authority).await?;
+        Ok(Counted::new(io, self.counts.guard(&self.live)))
+    }
+
+    /// Opens a new HTTP/1.1 connection.
     ///
     /// # Errors
     /// The connect failure, as [`Dial::open`] gives it.
