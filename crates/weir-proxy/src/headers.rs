@@ -189,7 +189,8 @@ pub struct Peer<'a> {
     pub addr: &'a PeerAddr,
     /// Whether the config lists the peer as a trusted proxy.
     pub trusted: bool,
-    /// `"http"` (Weir terminates no TLS yet).
+    /// `"https"` on a TLS listener, else `"http"`: the scheme the client
+    /// used to reach Weir (`X-Forwarded-Proto`).
     pub proto: &'static str,
     /// The host the client asked for (`Host`, or HTTP/2 `:authority`).
     pub host: Option<&'a str>,

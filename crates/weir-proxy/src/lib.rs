@@ -39,6 +39,7 @@ pub mod request_id;
 pub mod route;
 pub mod server;
 pub mod ssr;
+pub mod tls;
 pub mod tunnel;
 pub mod upstream;
 

@@ -85,6 +85,8 @@ pub struct Downstream {
     pub peer: PeerAddr,
     /// Whether it is one of `trusted_proxies`.
     pub trusted: bool,
+    /// Whether the connection came over TLS (`X-Forwarded-Proto: https`).
+    pub tls: bool,
     /// The tunnels the connection carries (its idle deadline is off while
     /// it has one).
     pub(crate) tunnels: Arc<crate::io::ConnTunnels>,
@@ -191,12 +193,14 @@ impl Proxy {
         self.shutdown_cut.store(true, Ordering::Relaxed);
     }
 
-    /// What every request of a connection from `addr` needs of its peer.
-    pub fn downstream(&self, addr: SocketAddr) -> Downstream {
+    /// What every request of a connection from `addr` needs of its peer;
+    /// `tls` when the listener terminated TLS for it.
+    pub fn downstream(&self, addr: SocketAddr, tls: bool) -> Downstream {
         Downstream {
             addr,
             peer: PeerAddr::new(addr.ip()),
             trusted: self.is_trusted(addr),
+            tls,
             tunnels: Arc::default(),
         }
     }
@@ -210,7 +214,7 @@ impl Proxy {
         Peer {
             addr: &downstream.peer,
             trusted: downstream.trusted,
-            proto: "http",
+            proto: if downstream.tls { "https" } else { "http" },
             host,
         }
     }

@@ -2,6 +2,12 @@
 //! knowledge) on each, and shut down gracefully; and the admin listener
 //! ([`crate::admin`]) beside them.
 //!
+//! A TLS listener ([`crate::tls`]) runs the handshake on the connection's
+//! own task, never on the accept loop, under the `header_read_timeout`
+//! deadline; then serves HTTP/2 if ALPN chose `h2`, HTTP/1.1 otherwise.
+//! The deadlines of `DownstreamIo` wrap the decrypted stream, so they
+//! count request bytes, not TLS records.
+//!
 //! Connections are served with upgrades on (an HTTP/1.1 connection can
 //! switch protocols, RFC 9110 §7.8) and HTTP/2's extended CONNECT (RFC
 //! 8441 §3), so that routes with `upgrade` can tunnel WebSockets. On
@@ -18,9 +24,11 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 
 use crate::admin::AdminState;
 use crate::config::Config;
@@ -34,7 +42,8 @@ const TUNNEL_CLOSE_WAIT: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub struct Server {
     proxy: Arc<Proxy>,
-    listeners: Vec<TcpListener>,
+    /// Each bound listener, with its TLS config if it terminates TLS.
+    listeners: Vec<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
     admin: Option<TcpListener>,
     header_read_timeout: Duration,
     connection_idle_timeout: Duration,
@@ -46,17 +55,25 @@ impl Server {
     ///
     /// # Errors
     /// The first bind error (a listener's, then the admin listener's), naming
-    /// the address; or an unresolved embedded upstream.
+    /// the address; a listener's TLS settings that rustls refuses; or an
+    /// unresolved embedded upstream.
     pub async fn bind(config: &Config) -> io::Result<Server> {
         let proxy = Proxy::new(config).map_err(io::Error::other)?;
-        proxy.start_health_checks();
         let mut listeners = Vec::with_capacity(config.listeners.len());
-        for addr in &config.listeners {
+        for spec in &config.listeners {
+            let addr = spec.address;
+            let tls = match &spec.tls {
+                Some(settings) => Some(crate::tls::server_config(settings).map_err(|e| {
+                    io::Error::other(format!("cannot set up TLS on listener {addr}: {e}"))
+                })?),
+                None => None,
+            };
             let listener = TcpListener::bind(addr)
                 .await
                 .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-            listeners.push(listener);
+            listeners.push((listener, tls));
         }
+        proxy.start_health_checks();
         let admin = match &config.admin {
             Some(admin) => Some(TcpListener::bind(admin.address).await.map_err(|e| {
                 io::Error::new(
@@ -83,7 +100,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|l| l.local_addr().ok())
+            .filter_map(|(l, _)| l.local_addr().ok())
             .collect()
     }
 
@@ -136,13 +153,22 @@ impl Server {
             .max_header_list_size(
                 u32::try_from(limits.max_head_bytes.saturating_add(1)).unwrap_or(u32::MAX),
             );
+        let conns = Arc::new(Connections {
+            proxy: Arc::clone(&self.proxy),
+            http1: builder.clone().http1_only(),
+            http2: builder.clone().http2_only(),
+            auto: builder,
+            header_read_timeout: self.header_read_timeout,
+            connection_idle_timeout: self.connection_idle_timeout,
+        });
 
         // One accept task per listener, all feeding one loop.
-        let (tx, mut rx) = mpsc::channel::<(TcpStream, SocketAddr)>(64);
+        let (tx, mut rx) = mpsc::channel::<Accepted>(64);
         let mut accept_tasks = Vec::new();
-        for listener in self.listeners {
+        for (listener, tls) in self.listeners {
             let tx = tx.clone();
-            accept_tasks.push(tokio::spawn(accept_loop(listener, tx)));
+            let tls = tls.map(TlsAcceptor::from);
+            accept_tasks.push(tokio::spawn(accept_loop(listener, tls, tx)));
         }
         drop(tx);
 
@@ -181,41 +207,23 @@ impl Server {
                     }
                 }
             };
-            let (stream, peer) = tokio::select! {
+            let (stream, peer, tls) = tokio::select! {
                 conn = rx.recv() => match conn {
                     Some(conn) => conn,
                     None => break,
                 },
                 () = &mut shutdown => break,
             };
-            let proxy = self.proxy.clone();
-            let downstream = Arc::new(proxy.downstream(peer));
-            let downstream_tunnels = Arc::clone(&downstream.tunnels);
-            let service = service_fn(move |req| {
-                let proxy = proxy.clone();
-                let downstream = Arc::clone(&downstream);
-                async move { Ok::<_, Infallible>(proxy.handle(req, &downstream).await) }
-            });
-            let io = TokioIo::new(DownstreamIo::new(
-                stream,
-                self.header_read_timeout,
-                self.connection_idle_timeout,
-                Arc::clone(&downstream_tunnels),
-            ));
-            let conn = builder
-                .serve_connection_with_upgrades(io, service)
-                .into_owned();
-            let conn = graceful.watch(conn);
+            // Taken here, before the handshake: shutdown waits for
+            // connections still in their handshake too.
+            let watcher = graceful.watcher();
+            let conns = Arc::clone(&conns);
             let mut force_close = force_close_rx.clone();
             let open = OpenConnection::new(slot, metrics.downstream_open.clone());
             tokio::spawn(async move {
                 let _open = open;
                 tokio::select! {
-                    res = conn => {
-                        if let Err(e) = res {
-                            log_connection_error(peer, &*e);
-                        }
-                    }
+                    () = conns.serve(stream, peer, tls, watcher) => {}
                     _ = force_close.wait_for(|closed| *closed) => {
                         tracing::debug!(target: "weir::server", %peer, "connection closed: grace period over");
                     }
@@ -337,15 +345,106 @@ pub fn connection_idle_timeout(config: &Config) -> Duration {
             .max(config.client.response_header_timeout)
 }
 
+/// An accepted connection: the socket, its peer, and the listener's TLS
+/// acceptor if it terminates TLS.
+type Accepted = (TcpStream, SocketAddr, Option<TlsAcceptor>);
+
 /// One listener's accept loop ([`weir_net::AcceptLoop`]: `TCP_NODELAY`, the
 /// accept-error rule): hands each connection to the serve loop through `tx`,
-/// waiting while its queue is full; ends once the receiver is gone.
-async fn accept_loop(listener: TcpListener, tx: mpsc::Sender<(TcpStream, SocketAddr)>) {
+/// waiting while its queue is full; ends once the receiver is gone. The TLS
+/// handshake is not done here, but on the connection's task.
+async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, tx: mpsc::Sender<Accepted>) {
     let tx = &tx;
+    let tls = &tls;
     weir_net::AcceptLoop::new(&listener)
         .run(tx.closed(), |stream, peer| async move {
             // Fails only once the receiver is gone, which `closed` sees too.
-            let _ = tx.send((stream, peer)).await;
+            let _ = tx.send((stream, peer, tls.clone())).await;
         })
         .await;
+}
+
+/// What every connection task shares: the proxy, the connection builders
+/// and the downstream deadlines.
+struct Connections {
+    proxy: Arc<Proxy>,
+    /// Cleartext: HTTP/1.1 or HTTP/2 prior knowledge, told apart by the
+    /// first bytes.
+    auto: auto::Builder<TokioExecutor>,
+    /// TLS without ALPN `h2`.
+    http1: auto::Builder<TokioExecutor>,
+    /// TLS with ALPN `h2`.
+    http2: auto::Builder<TokioExecutor>,
+    header_read_timeout: Duration,
+    connection_idle_timeout: Duration,
+}
+
+impl Connections {
+    /// Serves one accepted connection to its end: the TLS handshake first
+    /// on a TLS listener, then HTTP.
+    async fn serve(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        tls: Option<TlsAcceptor>,
+        watcher: Watcher,
+    ) {
+        let Some(acceptor) = tls else {
+            return self
+                .serve_http(stream, peer, false, &self.auto, watcher)
+                .await;
+        };
+        match crate::tls::handshake(&acceptor, stream, self.header_read_timeout).await {
+            Ok(stream) => {
+                let builder = if crate::tls::negotiated_h2(&stream) {
+                    &self.http2
+                } else {
+                    &self.http1
+                };
+                self.serve_http(stream, peer, true, builder, watcher).await;
+            }
+            Err(e) => {
+                self.proxy.metrics().tls_handshake_error();
+                if e.peer_left() {
+                    tracing::debug!(target: "weir::server", %peer, "{e}");
+                } else {
+                    tracing::info!(target: "weir::server", %peer, "{e}");
+                }
+            }
+        }
+    }
+
+    /// Serves HTTP on `stream` (a socket, or a TLS stream over one) with
+    /// `builder`, until the connection ends or shutdown closes it.
+    async fn serve_http<S>(
+        &self,
+        stream: S,
+        peer: SocketAddr,
+        tls: bool,
+        builder: &auto::Builder<TokioExecutor>,
+        watcher: Watcher,
+    ) where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let proxy = Arc::clone(&self.proxy);
+        let downstream = Arc::new(proxy.downstream(peer, tls));
+        let downstream_tunnels = Arc::clone(&downstream.tunnels);
+        let service = service_fn(move |req| {
+            let proxy = proxy.clone();
+            let downstream = Arc::clone(&downstream);
+            async move { Ok::<_, Infallible>(proxy.handle(req, &downstream).await) }
+        });
+        let io = TokioIo::new(DownstreamIo::new(
+            stream,
+            self.header_read_timeout,
+            self.connection_idle_timeout,
+            downstream_tunnels,
+        ));
+        let conn = builder
+            .serve_connection_with_upgrades(io, service)
+            .into_owned();
+        if let Err(e) = watcher.watch(conn).await {
+            log_connection_error(peer, &*e);
+        }
+    }
 }

@@ -81,7 +81,27 @@ fn balance_name(b: &Balance) -> String {
 fn describe(config: &Config) -> String {
     let mut out = format!("config: {}\n", config.source);
     for l in &config.listeners {
-        out += &format!("listener  http://{l}\n");
+        let Some(tls) = &l.tls else {
+            out += &format!("listener  http://{}\n", l.address);
+            continue;
+        };
+        out += &format!(
+            "listener  https://{} tls (TLS 1.3, 1.2; ALPN h2, http/1.1)\n",
+            l.address
+        );
+        for (i, c) in tls.certificates.iter().enumerate() {
+            let names = if c.server_names.is_empty() {
+                "(none)".to_owned()
+            } else {
+                c.server_names.join(",")
+            };
+            let from = if c.names_from_san { " (from SAN)" } else { "" };
+            let default = if i == 0 { " default" } else { "" };
+            out += &format!(
+                "          certificate {} names={names}{from}{default}\n",
+                c.cert_path.display()
+            );
+        }
     }
     match &config.admin {
         Some(admin) => out += &format!("admin     http://{}/ (metrics, healthz)\n", admin.address),
@@ -309,8 +329,10 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
         config.resolve_embedded(|_| addrs.next().context("embedded origin count mismatch"))?;
 
         let server = Server::bind(&config).await?;
-        for addr in server.local_addrs() {
-            tracing::info!("weir listening on http://{addr}/");
+        // `local_addrs` is in config order, one per listener.
+        for (addr, spec) in server.local_addrs().iter().zip(&config.listeners) {
+            let scheme = if spec.tls.is_some() { "https" } else { "http" };
+            tracing::info!("weir listening on {scheme}://{addr}/");
         }
         if let Some(addr) = server.admin_addr() {
             tracing::info!(admin = %addr, "admin endpoint on http://{addr}/metrics and /healthz");

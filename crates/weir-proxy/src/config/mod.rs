@@ -14,6 +14,9 @@ mod side;
 mod ssr;
 #[cfg(test)]
 mod tests;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 mod transforms;
 mod types;
 mod upstream;
@@ -27,6 +30,7 @@ use std::path::Path;
 pub use duration::format as format_duration;
 pub use error::{ConfigError, MAX_CONFIG_BYTES};
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
+pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;
 pub use validate::strip_port;
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::duration;
+use super::tls::RawTls;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +110,7 @@ impl Default for RawServer {
 pub(super) struct RawListener {
     #[serde(deserialize_with = "socket_addr")]
     pub address: Spanned<SocketAddr>,
+    pub tls: Option<Spanned<RawTls>>,
 }
 
 /// An `ip:port` address, with a hint when a host name was written.

@@ -18,9 +18,10 @@ const OK: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\
 fn minimal_config_is_valid_with_defaults() {
     let c = Config::parse(OK, "t", Path::new(".")).expect("valid");
     assert_eq!(
-        c.listeners,
+        c.listeners.iter().map(|l| l.address).collect::<Vec<_>>(),
         vec!["127.0.0.1:8080".parse::<SocketAddr>().expect("addr")]
     );
+    assert!(c.listeners[0].tls.is_none());
     assert_eq!(c.routes[0].path_prefix, "/");
     assert_eq!(c.server.via_pseudonym, "weir");
     assert_eq!(c.client.pool_max_idle_per_host, 32);

@@ -8,6 +8,8 @@ use http::uri::{Authority, Scheme};
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use super::tls::TlsSettings;
+
 /// A validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -15,8 +17,8 @@ pub struct Config {
     pub source: String,
     /// Downstream-side settings.
     pub server: ServerSettings,
-    /// Addresses to accept connections on. At least one.
-    pub listeners: Vec<SocketAddr>,
+    /// Where to accept connections, and how. At least one.
+    pub listeners: Vec<ListenerSpec>,
     /// Upstream-client settings.
     pub client: ClientSettings,
     /// Upstreams by name, in file order.
@@ -28,6 +30,16 @@ pub struct Config {
     pub admin: Option<AdminSettings>,
     /// `[cache]`: the response cache of the routes with `cache = true`.
     pub cache: CacheSettings,
+}
+
+/// A `[[listener]]`: an address, and TLS if the listener terminates it.
+#[derive(Debug, Clone)]
+pub struct ListenerSpec {
+    /// The address to bind.
+    pub address: SocketAddr,
+    /// `tls`: the certificates to serve; `None` for cleartext HTTP/1.1 and
+    /// HTTP/2 (prior knowledge).
+    pub tls: Option<TlsSettings>,
 }
 
 /// `[cache]`: the in-memory response cache (RFC 9111), shared by every

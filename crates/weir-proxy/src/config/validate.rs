@@ -15,10 +15,11 @@ use super::cache::cache_settings;
 use super::error::{ConfigError, Errors};
 use super::raw::{RawAdmin, RawConfig};
 use super::side::{route_body_log, route_mirror};
+use super::tls::listener_tls;
 use super::transforms::route_transforms;
 use super::types::{
-    AccessLogTarget, AdminSettings, ClientSettings, Config, MAX_WORKERS, RouteSpec, ServerSettings,
-    default_workers,
+    AccessLogTarget, AdminSettings, ClientSettings, Config, ListenerSpec, MAX_WORKERS, RouteSpec,
+    ServerSettings, default_workers,
 };
 use super::upstream::upstream;
 
@@ -155,13 +156,15 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
     };
 
     let listeners = if raw.listeners.is_empty() {
-        vec![
-            DEFAULT_LISTENER
+        vec![ListenerSpec {
+            address: DEFAULT_LISTENER
                 .parse::<SocketAddr>()
                 .map_err(|e| errors.at(0..0, "listener", format!("bad default listener: {e}")))?,
-        ]
+            tls: None,
+        }]
     } else {
         let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(raw.listeners.len());
         for (i, l) in raw.listeners.iter().enumerate() {
             if !seen.insert(*l.address.get_ref()) {
                 return Err(errors.at(
@@ -170,8 +173,16 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                     format!("{} is already a listener", l.address.get_ref()),
                 ));
             }
+            let tls = match &l.tls {
+                Some(tls) => Some(listener_tls(i, tls, base_dir, &errors)?),
+                None => None,
+            };
+            out.push(ListenerSpec {
+                address: *l.address.get_ref(),
+                tls,
+            });
         }
-        raw.listeners.iter().map(|l| *l.address.get_ref()).collect()
+        out
     };
 
     let client = ClientSettings {
@@ -344,7 +355,7 @@ fn route_upgrade(
 /// the proxy's own listeners.
 fn admin(
     raw: &RawAdmin,
-    listeners: &[SocketAddr],
+    listeners: &[ListenerSpec],
     errors: &Errors<'_>,
 ) -> Result<Option<AdminSettings>, ConfigError> {
     if !raw.enabled {
@@ -363,7 +374,7 @@ fn admin(
             ),
         ));
     }
-    if address.port() != 0 && listeners.contains(&address) {
+    if address.port() != 0 && listeners.iter().any(|l| l.address == address) {
         return Err(errors.at(
             raw.address.span(),
             "admin.address",

@@ -320,7 +320,7 @@ transforms = ["html-rewrite"]
         let peer: SocketAddr = peer.parse().expect("peer");
         let target = request::route(&proxy.routes, &proxy.upstreams, &req).expect("routed");
         let record = AccessRecord::new(&req, peer, Arc::new(AtomicBool::new(false)));
-        let downstream = proxy.downstream(peer);
+        let downstream = proxy.downstream(peer, false);
         let exchange = Exchange::new(&proxy, target, &req, &downstream, record);
         let (mut parts, ()) = req.into_parts();
         exchange.upstream_head(&mut parts, 0).expect("valid head");

@@ -40,6 +40,7 @@
 //! | `weir_ssr_pages_total` | counter | `result` (`composed`, `redirect`, `failed`) |
 //! | `weir_ssr_fragments_total` | counter | `outcome` (`ok`, `fallback`, `inline`, `empty`, `cut`, `skipped`, `cancelled`) |
 //! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
+//! | `weir_tls_handshake_errors_total` | counter | — |
 
 mod connections;
 mod groups;
@@ -138,6 +139,7 @@ pub struct Metrics {
     cache_collapsed: Counter,
     cache_not_modified: Counter,
     cache_background: Counter,
+    tls_handshake_errors: Counter,
     /// Downstream connections open now (`weir_downstream_connections`).
     pub downstream_open: Gauge,
     /// Connections that waited for a slot of `max_connections`.
@@ -309,6 +311,11 @@ impl Metrics {
                 r,
                 "cache_background_revalidations",
                 "Background revalidations started (stale-while-revalidate)",
+            ),
+            tls_handshake_errors: counter(
+                r,
+                "tls_handshake_errors",
+                "TLS handshakes on listeners that failed or timed out",
             ),
             share_lag_detaches: counters(
                 r,
@@ -506,6 +513,16 @@ impl Metrics {
     /// Counts a background revalidation started.
     pub fn cache_background_revalidation(&self) {
         self.cache_background.inc();
+    }
+
+    /// Counts a failed (or timed-out) TLS handshake on a listener.
+    pub fn tls_handshake_error(&self) {
+        self.tls_handshake_errors.inc();
+    }
+
+    /// `weir_tls_handshake_errors_total` now.
+    pub fn tls_handshake_error_count(&self) -> u64 {
+        self.tls_handshake_errors.get()
     }
 
     /// `weir_cache_requests_total{result}` now.
