@@ -82,6 +82,27 @@ impl Errors<'_> {
     }
 }
 
+impl Errors<'_> {
+    /// `v` when it lies within `min..=max`, else an error at its span about
+    /// `key` saying `… is out of range: expected min to max`.
+    pub(super) fn within<T: PartialOrd + Copy + std::fmt::Display>(
+        &self,
+        v: &toml::Spanned<T>,
+        key: impl FnOnce() -> String,
+        (min, max): (T, T),
+    ) -> Result<T, ConfigError> {
+        let n = *v.get_ref();
+        if n < min || n > max {
+            return Err(self.at(
+                v.span(),
+                key(),
+                format!("{n} is out of range: expected {min} to {max}"),
+            ));
+        }
+        Ok(n)
+    }
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());

@@ -23,18 +23,10 @@ pub(super) struct RawLimits<'a> {
 fn within(
     v: &Spanned<u64>,
     key: &str,
-    (min, max): (u64, u64),
+    range: (u64, u64),
     errors: &Errors<'_>,
 ) -> Result<u64, ConfigError> {
-    let n = *v.get_ref();
-    if n < min || n > max {
-        return Err(errors.at(
-            v.span(),
-            key,
-            format!("{n} is out of range: expected {min} to {max}"),
-        ));
-    }
-    Ok(n)
+    errors.within(v, || key.to_owned(), range)
 }
 
 /// `usize` of a value already checked to be at most `max`.

@@ -128,7 +128,7 @@ pub(super) fn route_ssr(
     let s = raw.get_ref();
     let key = |k: &str| format!("route[{i}].ssr.{k}");
     let range = |v: &Spanned<usize>, k: &str, min: usize, max: usize| {
-        in_range(v, (min, max), || key(k), errors)
+        errors.within(v, || key(k), (min, max))
     };
     let max_parallel = range(&s.max_parallel, "max_parallel", 1, MAX_PARALLEL)?;
     let buffer = range(
@@ -140,7 +140,7 @@ pub(super) fn route_ssr(
     let max_includes = range(&s.max_includes, "max_includes", 1, MAX_INCLUDES)?;
     let max_depth = range(&s.max_depth, "max_depth", 0, MAX_DEPTH)?;
     let range64 =
-        |v: &Spanned<u64>, k: &str, bounds: (u64, u64)| in_range(v, bounds, || key(k), errors);
+        |v: &Spanned<u64>, k: &str, bounds: (u64, u64)| errors.within(v, || key(k), bounds);
     let decode = weir_ssr::DecodeLimits {
         max_decoded_bytes: range64(&s.max_decoded_bytes, "max_decoded_bytes", DECODED_RANGE)?,
         max_ratio: range64(&s.max_decode_ratio, "max_decode_ratio", RATIO_RANGE)?,
@@ -236,26 +236,6 @@ pub(super) fn route_ssr(
         cache_fragments: s.cache_fragments,
         fragment_upstreams,
     }))
-}
-
-/// `v` when it lies within `min..=max`, else an error at its span naming
-/// the key `key()`.
-fn in_range<T: PartialOrd + Copy + std::fmt::Display>(
-    v: &Spanned<T>,
-    (min, max): (T, T),
-    key: impl FnOnce() -> String,
-    errors: &Errors<'_>,
-) -> Result<T, ConfigError> {
-    let n = *v.get_ref();
-    if n < min || n > max {
-        Err(errors.at(
-            v.span(),
-            key(),
-            format!("{n} is out of range: expected {min} to {max}"),
-        ))
-    } else {
-        Ok(n)
-    }
 }
 
 /// Why a client field may not be listed in `forward_headers`, if it may not.
