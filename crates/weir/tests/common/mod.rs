@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod access_log;
+
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
