@@ -114,15 +114,18 @@ impl Proxy {
 impl Exchange<'_> {
     /// The phases after routing, in order.
     async fn run(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
+        // The rarer phases are boxed: their futures are large, and inline
+        // they would grow every request's future, which is moved (copied)
+        // into its task.
         if let Some(ask) = upgrade::ask(self.target.route, &req) {
-            return self.tunnel(req, ask).await;
+            return Box::pin(self.tunnel(req, ask)).await;
         }
         if req.method() == Method::CONNECT {
             // An extended CONNECT (RFC 8441) the route does not tunnel.
             return self.answer(upgrade::NOT_TUNNELLED);
         }
         if self.ssr.as_ref().is_some_and(SsrHook::serves_file) {
-            return self.file_page(req.method(), req.uri()).await;
+            return Box::pin(self.file_page(req.method(), req.uri())).await;
         }
         let req = match self.cache_lookup(req).await {
             Ok(req) => req,
@@ -140,5 +143,31 @@ impl Exchange<'_> {
                 self.answer(local)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future an `async fn` returns, from the function
+    /// item alone (no value needed).
+    fn future_size<'a, F, Fut>(_f: F) -> usize
+    where
+        F: FnOnce(&'a Proxy, Request<Incoming>, &'a Downstream) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every request's future is moved into a task (hyper spawns one per
+    /// HTTP/2 stream) or a box (HTTP/1.1), a copy each time, so its size is
+    /// a per-request cost: with the tunnel, file page and connect phases
+    /// inline it was 11.8 KiB, and `memcpy` was 13% of Weir's CPU time in
+    /// a `perf` profile of 1 KiB h2c GETs. Rare phases are boxed (see
+    /// `Exchange::run`); this keeps the next one from quietly growing it.
+    #[test]
+    fn a_request_future_stays_under_9_kib() {
+        let size = future_size(Proxy::handle);
+        assert!(size <= 9 * 1024, "Proxy::handle's future is {size} bytes");
     }
 }

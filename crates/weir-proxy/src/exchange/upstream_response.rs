@@ -13,12 +13,6 @@ use crate::body::response::{ResponseBody, ResponseSource};
 use crate::headers;
 use crate::upstream::PooledBody;
 
-/// How long the response head waits for the first body frame, so that a
-/// body that fails at once becomes a 502 (see `PooledBody::read_ahead`).
-/// Bytes that came with the head arrive well within it; a body that starts
-/// later (a stream, a slow origin) costs its head at most this.
-const FIRST_FRAME_GRACE: std::time::Duration = std::time::Duration::from_millis(1);
-
 impl Exchange<'_> {
     /// The upstream's response, downstream: its head filtered, its body
     /// teed into the cache (when the route caches) and composed (when it
@@ -43,7 +37,7 @@ impl Exchange<'_> {
             || status == StatusCode::NO_CONTENT
             || status == StatusCode::NOT_MODIFIED
             || http_body::Body::is_end_stream(&body);
-        if !empty && let Err(e) = body.read_ahead(FIRST_FRAME_GRACE).await {
+        if !empty && let Err(e) = body.read_ahead().await {
             // Nothing of the response left yet: the client can still get a
             // 502 rather than a head with no body (or an empty reply).
             let why = crate::upstream::error_chain(&e);

@@ -60,34 +60,48 @@ impl PooledBody {
         }
     }
 
-    /// Waits at most `grace` for the body's first frame and keeps it, to
+    /// Takes the body's first frame if the connection already has it, to
     /// be handed out first: a body that fails at once (a malformed first
-    /// chunk-size line sent with the head) fails here, while the response
-    /// head can still become a 502. A first frame that takes longer is not
-    /// waited for.
+    /// chunk-size line, or the connection closed, sent with the head)
+    /// fails here, while the response head can still become a 502.
+    ///
+    /// It never waits on a timer: the body is polled, and when nothing is
+    /// there yet the task yields once (so that a connection task that has
+    /// the bytes but runs on another worker can hand them over) and polls
+    /// again. A first frame that is not there by then is not waited for.
     ///
     /// # Errors
-    /// The body's error, when it failed within `grace`; the connection is
+    /// The body's error, when it had already failed; the connection is
     /// then closed.
-    pub(crate) async fn read_ahead(
-        &mut self,
-        grace: std::time::Duration,
-    ) -> Result<(), hyper::Error> {
+    pub(crate) async fn read_ahead(&mut self) -> Result<(), hyper::Error> {
         if self.ahead.is_some() || self.ahead_trailers.is_some() || self.inner.is_end_stream() {
             return Ok(());
         }
-        let first = std::future::poll_fn(|cx| Pin::new(&mut *self).poll_inner(cx));
-        match tokio::time::timeout(grace, first).await {
-            Ok(Some(Err(e))) => Err(e),
-            Ok(Some(Ok(frame))) => {
+        let mut first = self.poll_ready_frame().await;
+        if first.is_none() {
+            tokio::task::yield_now().await;
+            first = self.poll_ready_frame().await;
+        }
+        match first {
+            Some(Some(Err(e))) => Err(e),
+            Some(Some(Ok(frame))) => {
                 match frame.into_data() {
                     Ok(data) => self.ahead = Some(data),
                     Err(frame) => self.ahead_trailers = frame.into_trailers().ok().map(Box::new),
                 }
                 Ok(())
             }
-            Ok(None) | Err(_) => Ok(()),
+            Some(None) | None => Ok(()),
         }
+    }
+
+    /// One poll of the connection: `None` when nothing is there yet.
+    async fn poll_ready_frame(&mut self) -> Option<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        std::future::poll_fn(|cx| match Pin::new(&mut *self).poll_inner(cx) {
+            Poll::Ready(frame) => Poll::Ready(Some(frame)),
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await
     }
 
     /// The next frame of the connection, its pool bookkeeping done.

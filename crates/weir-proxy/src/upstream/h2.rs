@@ -82,6 +82,21 @@ impl H2Slot {
         if let Some((n, sender)) = self.live() {
             return Ok((n, sender, false));
         }
+        // Boxed: opening is rare and its future large; inline it would
+        // grow every stream's future.
+        Box::pin(self.open_shared(authority, socket)).await
+    }
+
+    /// Opens the connection, once for all the requests that wait for it
+    /// (the slow half of [`H2Slot::sender`]).
+    async fn open_shared<F>(
+        &self,
+        authority: &str,
+        socket: impl Fn() -> F,
+    ) -> Result<(u64, H2Sender, bool), UpstreamError>
+    where
+        F: Future<Output = Result<Socket, UpstreamError>>,
+    {
         let seen = self.finished.load(Ordering::Acquire);
         let mut opening = self.opening.lock().await;
         if let Some((n, sender)) = self.live() {

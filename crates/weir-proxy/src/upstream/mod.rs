@@ -233,7 +233,9 @@ async fn exchange(
     loop {
         let (mut sender, reused) = match pool.take_idle() {
             Some(sender) => (sender, true),
-            None => match pool.connect().await {
+            // Boxed: a connect's future is large and rarely needed; inline
+            // it would grow every exchange's future.
+            None => match Box::pin(pool.connect()).await {
                 Ok(sender) => (sender, false),
                 Err(error) => {
                     return Err(SendFailure {
