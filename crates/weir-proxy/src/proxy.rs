@@ -29,6 +29,14 @@ pub enum ProxyError {
         /// The upstream's name.
         name: String,
     },
+    /// The TLS client of an `https://` server could not be made.
+    #[error("upstream {name:?}: {source}")]
+    UpstreamTls {
+        /// The upstream's name.
+        name: String,
+        /// Why.
+        source: crate::upstream::TlsSetupError,
+    },
 }
 
 /// An upstream with its servers' addresses known.
@@ -118,11 +126,13 @@ impl Proxy {
         let upstreams: Vec<ResolvedUpstream> = config
             .upstreams
             .iter()
-            .map(|u| ResolvedUpstream {
-                name: u.name.clone(),
-                group: Arc::new(group(u, &client, &metrics)),
+            .map(|u| {
+                Ok(ResolvedUpstream {
+                    name: u.name.clone(),
+                    group: Arc::new(group(u, &client, &metrics)?),
+                })
             })
-            .collect();
+            .collect::<Result<_, ProxyError>>()?;
         metrics.watch_groups(Arc::new(crate::balance::Groups(
             upstreams.iter().map(|u| Arc::clone(&u.group)).collect(),
         )));
@@ -284,7 +294,14 @@ fn fetchers(
 
 /// The group of upstream `u` (servers resolved): a pool and metric handles
 /// per server.
-pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) -> UpstreamGroup {
+///
+/// # Errors
+/// [`ProxyError::UpstreamTls`] when the TLS client of a server cannot be made.
+pub(crate) fn group(
+    u: &Upstream,
+    client: &UpstreamClient,
+    metrics: &Metrics,
+) -> Result<UpstreamGroup, ProxyError> {
     let specs: &[ServerSpec] = match &u.target {
         UpstreamTarget::Servers(servers) => servers,
         UpstreamTarget::Embedded { .. } => &[],
@@ -293,17 +310,23 @@ pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) ->
         .iter()
         .map(|spec| {
             let authority = spec.url.authority.as_str();
-            Arc::new(Server::new(
+            let pool = client
+                .pool(&spec.url.scheme, &spec.url.authority, u.tls.as_ref())
+                .map_err(|source| ProxyError::UpstreamTls {
+                    name: u.name.clone(),
+                    source,
+                })?;
+            Ok(Arc::new(Server::new(
                 spec.url.clone(),
-                client.pool(&spec.url.authority),
+                pool,
                 spec.weight,
                 spec.max_connections,
                 metrics.in_flight_gauge(authority),
                 AttemptResult::ALL.map(|r| metrics.attempt_counter(&u.name, authority, r.as_str())),
                 metrics.ejection_counter(&u.name, authority),
-            ))
+            )))
         })
-        .collect();
+        .collect::<Result<_, ProxyError>>()?;
     let mut group = UpstreamGroup::new(
         u.name.clone(),
         servers,
@@ -314,5 +337,5 @@ pub(crate) fn group(u: &Upstream, client: &UpstreamClient, metrics: &Metrics) ->
         crate::metrics::RETRY_RESULTS.map(|r| metrics.retry_counter(&u.name, r)),
     );
     group.protocol = u.protocol;
-    group
+    Ok(group)
 }

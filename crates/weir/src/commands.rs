@@ -68,6 +68,20 @@ pub fn check(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// The `tls` line of an `https://` upstream: its roots, the name verified,
+/// its client certificate.
+fn upstream_tls_line(tls: &weir_proxy::config::UpstreamTls) -> String {
+    let ca = tls
+        .ca
+        .as_ref()
+        .map_or("system roots".to_owned(), |p| p.display().to_string());
+    let name = tls.server_name.as_deref().unwrap_or("(the URL's host)");
+    let cert = tls.client_cert.as_ref().map_or("none".to_owned(), |c| {
+        format!("{} key={}", c.cert_path.display(), c.key_path.display())
+    });
+    format!("          tls (TLS 1.3, 1.2) ca={ca} server_name={name} client_cert={cert}\n")
+}
+
 fn balance_name(b: &Balance) -> String {
     match b {
         Balance::RoundRobin => "round_robin".to_owned(),
@@ -134,12 +148,21 @@ fn describe(config: &Config) -> String {
                 );
             }
         }
+        if let Some(tls) = &u.tls {
+            out += &upstream_tls_line(tls);
+        }
+        let (h2_name, h2) = if u.tls.is_some() {
+            ("h2", "HTTP/2 over TLS, ALPN h2")
+        } else {
+            ("h2c", "HTTP/2, prior knowledge")
+        };
         match u.protocol {
             Protocol::Http1 => {}
-            Protocol::H2c => out += "          protocol h2c (HTTP/2, prior knowledge)\n",
+            Protocol::H2c => out += &format!("          protocol {h2_name} ({h2})\n"),
             Protocol::Auto => {
-                out +=
-                    "          protocol auto (h2c for HTTP/2 and gRPC requests, else HTTP/1.1)\n";
+                out += &format!(
+                    "          protocol auto ({h2} for HTTP/2 and gRPC requests, else HTTP/1.1)\n"
+                );
             }
         }
         if let Some(h) = &u.health {

@@ -63,9 +63,10 @@ async fn probe(
     if h2 {
         *req.version_mut() = http::Version::HTTP_2;
     }
+    // The server's own pool (its scheme's: TLS for an https:// server).
     let uri = format!(
-        "http://{}{}{}",
-        server.url.authority, server.url.base_path, check.path
+        "{}://{}{}{}",
+        server.url.scheme, server.url.authority, server.url.base_path, check.path
     );
     *req.uri_mut() = uri.parse().map_err(|e| format!("{uri}: {e}"))?;
     req.headers_mut().insert(

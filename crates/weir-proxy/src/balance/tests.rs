@@ -44,7 +44,9 @@ fn group(weights: &[u32], balance: Balance, outlier: OutlierSettings) -> Upstrea
             let url = UpstreamUrl::local(format!("127.0.0.1:{}", 9000 + i).parse().expect("addr"));
             Arc::new(Server::new(
                 url.clone(),
-                client.pool(&url.authority),
+                client
+                    .pool(&url.scheme, &url.authority, None)
+                    .expect("pool"),
                 w,
                 None,
                 Default::default(),

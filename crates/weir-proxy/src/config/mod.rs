@@ -20,6 +20,7 @@ mod tls_tests;
 mod transforms;
 mod types;
 mod upstream;
+mod upstream_tls;
 mod validate;
 
 use std::fs::File;
@@ -32,6 +33,7 @@ pub use error::{ConfigError, MAX_CONFIG_BYTES};
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;
+pub use upstream_tls::{ClientCert, UpstreamTls};
 pub use validate::strip_port;
 
 /// Reads at most [`MAX_CONFIG_BYTES`] from the regular file at `path`.

@@ -164,6 +164,7 @@ pub(super) struct RawUpstream {
     pub outlier: RawOutlier,
     #[serde(default)]
     pub retry: RawRetry,
+    pub tls: Option<Spanned<super::upstream_tls::RawUpstreamTls>>,
 }
 
 /// One entry of `servers`: `"http://host:port"` or

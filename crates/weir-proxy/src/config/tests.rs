@@ -205,8 +205,8 @@ fn dangling_upstream_reference_points_at_the_route() {
 }
 
 #[test]
-fn https_upstream_is_refused_with_a_reason() {
-    let e = err("[[upstream]]\nname=\"a\"\nurl=\"https://x\"\n[[route]]\nupstream=\"a\"\n");
+fn a_scheme_other_than_http_or_https_is_refused_with_a_reason() {
+    let e = err("[[upstream]]\nname=\"a\"\nurl=\"ftp://x\"\n[[route]]\nupstream=\"a\"\n");
     assert!(
         e.contains("upstream[0].url") && e.contains("not supported"),
         "{e}"
@@ -606,6 +606,7 @@ fn protocol_defaults_to_http1_and_an_unknown_one_names_file_line_and_key() {
     for (value, want) in [
         ("http1", Protocol::Http1),
         ("h2c", Protocol::H2c),
+        ("h2", Protocol::H2c),
         ("auto", Protocol::Auto),
     ] {
         let text = OK.replace(
@@ -616,9 +617,9 @@ fn protocol_defaults_to_http1_and_an_unknown_one_names_file_line_and_key() {
         assert_eq!(c.upstreams[0].protocol, want, "{value}");
     }
     let e = err(
-        "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\nprotocol = \"h2\"\n[[route]]\nupstream = \"app\"\n",
+        "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\nprotocol = \"h3\"\n[[route]]\nupstream = \"app\"\n",
     );
     assert!(e.starts_with("test.toml:4:"), "{e}");
     assert!(e.contains("upstream[0].protocol"), "{e}");
-    assert!(e.contains("\"h2\"") && e.contains("h2c"), "{e}");
+    assert!(e.contains("\"h3\"") && e.contains("h2c"), "{e}");
 }

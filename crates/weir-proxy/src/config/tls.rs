@@ -181,13 +181,62 @@ fn load(
     base_dir: &Path,
     errors: &Errors<'_>,
 ) -> Result<TlsCertificate, ConfigError> {
-    let cert_key = format!("{}.cert", entry.key);
-    let key_key = format!("{}.key", entry.key);
-    let cert_err = |m: String| errors.at(entry.cert.span(), cert_key.clone(), m);
-    let key_err = |m: String| errors.at(entry.key_file.span(), key_key.clone(), m);
+    let pair = key_pair(
+        (entry.cert, &format!("{}.cert", entry.key)),
+        (entry.key_file, &format!("{}.key", entry.key)),
+        base_dir,
+        errors,
+    )?;
+    let KeyPair {
+        cert_path,
+        key_path,
+        certified,
+        san_names,
+    } = pair;
+    let (server_names, names_from_san) = match entry.server_names {
+        None => (san_names, true),
+        Some(names) => (server_names(&entry.key, names, errors)?, false),
+    };
+    Ok(TlsCertificate {
+        cert_path,
+        key_path,
+        server_names,
+        names_from_san,
+        key: Arc::new(certified),
+    })
+}
 
-    let cert_path = base_dir.join(entry.cert.get_ref());
-    let key_path = base_dir.join(entry.key_file.get_ref());
+/// A certificate chain and its private key, read from their files and
+/// checked to belong together.
+pub(super) struct KeyPair {
+    /// The chain's file, resolved against the config file's directory.
+    pub cert_path: PathBuf,
+    /// The key's file, resolved likewise.
+    pub key_path: PathBuf,
+    /// The chain (end entity first) and its signing key (`ring`).
+    pub certified: CertifiedKey,
+    /// The DNS names of the end entity's subjectAltName, lower-case.
+    pub san_names: Vec<String>,
+}
+
+/// Reads the certificate file `cert` and the key file `key` (each with
+/// its dotted key for errors), relative to `base_dir`, and checks them:
+/// PEM, X.509, a key type `ring` signs with, the key matching the
+/// certificate.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] at `cert` or `key`, saying what is wrong.
+pub(super) fn key_pair(
+    (cert, cert_key): (&Spanned<String>, &str),
+    (key, key_key): (&Spanned<String>, &str),
+    base_dir: &Path,
+    errors: &Errors<'_>,
+) -> Result<KeyPair, ConfigError> {
+    let cert_err = |m: String| errors.at(cert.span(), cert_key, m);
+    let key_err = |m: String| errors.at(key.span(), key_key, m);
+
+    let cert_path = base_dir.join(cert.get_ref());
+    let key_path = base_dir.join(key.get_ref());
     let cert_pem = read_pem(&cert_path).map_err(cert_err)?;
     let key_pem = read_pem(&key_path).map_err(key_err)?;
 
@@ -245,16 +294,11 @@ fn load(
         }
     }
 
-    let (server_names, names_from_san) = match entry.server_names {
-        None => (san_names, true),
-        Some(names) => (server_names(&entry.key, names, errors)?, false),
-    };
-    Ok(TlsCertificate {
+    Ok(KeyPair {
         cert_path,
         key_path,
-        server_names,
-        names_from_san,
-        key: Arc::new(certified),
+        certified,
+        san_names,
     })
 }
 
@@ -300,7 +344,7 @@ fn server_names(
 }
 
 /// The bytes of the regular file at `path`, at most [`MAX_PEM_BYTES`].
-fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
+pub(super) fn read_pem(path: &Path) -> Result<Vec<u8>, String> {
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
     let not_a_file = || format!("{} is not a regular file", path.display());
     // Checked before opening: `open` on a FIFO would wait for a writer.

@@ -163,6 +163,9 @@ pub struct Upstream {
     pub retry: RetrySettings,
     /// `protocol`: the HTTP version spoken to its servers (default `http1`).
     pub protocol: Protocol,
+    /// How its servers are reached over TLS: `Some` exactly when they are
+    /// `https://` URLs (`[upstream.tls]`, or the defaults without it).
+    pub tls: Option<super::upstream_tls::UpstreamTls>,
 }
 
 /// `protocol`: the HTTP version Weir speaks to an upstream's servers.
@@ -171,10 +174,11 @@ pub enum Protocol {
     /// `"http1"` (default): HTTP/1.1, a pool of connections per server.
     #[default]
     Http1,
-    /// `"h2c"`: HTTP/2 over cleartext TCP with prior knowledge (RFC 9113
-    /// §3.3), one multiplexed connection per server.
+    /// `"h2c"` (alias `"h2"`): HTTP/2, one multiplexed connection per
+    /// server: over cleartext TCP with prior knowledge (RFC 9113 §3.3) to
+    /// `http://` servers, over TLS with ALPN `h2` (§3.2) to `https://` ones.
     H2c,
-    /// `"auto"`: h2c for a request that came over HTTP/2 or is gRPC
+    /// `"auto"`: HTTP/2 for a request that came over HTTP/2 or is gRPC
     /// (`Content-Type: application/grpc…`, whatever version it came in),
     /// HTTP/1.1 for every other request. The servers must speak both.
     Auto,
@@ -313,10 +317,10 @@ pub enum UpstreamTarget {
     },
 }
 
-/// An upstream's base URL: `http://authority/base-path`.
+/// An upstream's base URL: `http://authority/base-path` or `https://…`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamUrl {
-    /// Always `http` for now.
+    /// `http` or `https`.
     pub scheme: Scheme,
     /// Host and port.
     pub authority: Authority,

@@ -1,6 +1,6 @@
 //! `[[upstream]]`, checked: its servers (`url` or `servers`), `balance`
-//! and `hash_key`, `[upstream.health]`, `[upstream.outlier]` and
-//! `[upstream.retry]`.
+//! and `hash_key`, `[upstream.health]`, `[upstream.outlier]`,
+//! `[upstream.retry]` and `[upstream.tls]` ([`super::upstream_tls`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use super::types::{
     Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings, ServerSpec, Upstream,
     UpstreamTarget, UpstreamUrl,
 };
+use super::upstream_tls::upstream_tls;
 
 /// Largest `weight`.
 const MAX_WEIGHT: i64 = 1000;
@@ -85,6 +86,25 @@ pub(super) fn upstream(
             "missing `url` (e.g. \"http://127.0.0.1:3000\"), `servers` or `origin = \"embedded\"`",
         ));
     };
+    let tls = match &target {
+        UpstreamTarget::Servers(servers) => {
+            let https = servers[0].url.scheme == http::uri::Scheme::HTTPS;
+            if let Some(other) = servers
+                .iter()
+                .position(|s| (s.url.scheme == http::uri::Scheme::HTTPS) != https)
+            {
+                return Err(errors.at(
+                    u.servers.as_ref().map_or(0..0, Spanned::span),
+                    format!("upstream[{i}].servers[{other}]"),
+                    "every server of an upstream has the same scheme: all http:// or all https://",
+                ));
+            }
+            upstream_tls(i, u.tls.as_ref(), https, base_dir, errors)?
+        }
+        UpstreamTarget::Embedded { .. } => {
+            upstream_tls(i, u.tls.as_ref(), false, base_dir, errors)?
+        }
+    };
     let balance = balance(i, u, errors)?;
     if let (Balance::Hash(_), UpstreamTarget::Servers(servers)) = (&balance, &target) {
         let total: u64 = servers.iter().map(|s| u64::from(s.weight)).sum();
@@ -110,11 +130,41 @@ pub(super) fn upstream(
         outlier: outlier(i, &u.outlier, up.span(), errors)?,
         retry: retry(i, &u.retry, errors)?,
         protocol: protocol(i, u, errors)?,
+        tls,
     })
 }
 
-/// `protocol`: `"http1"` (default), `"h2c"` or `"auto"`; an embedded
-/// origin speaks HTTP/1.1 only.
+/// Why `new` cannot be beside `earlier`: it lists an `https://` server
+/// that an earlier upstream lists too with other TLS settings (a server has
+/// one pool of connections, so one way of speaking TLS to it).
+pub(super) fn tls_conflict(new: &Upstream, earlier: &[Upstream]) -> Option<String> {
+    let (UpstreamTarget::Servers(servers), Some(tls)) = (&new.target, &new.tls) else {
+        return None;
+    };
+    for other in earlier {
+        let (UpstreamTarget::Servers(theirs), Some(their_tls)) = (&other.target, &other.tls) else {
+            continue;
+        };
+        if tls.same_as(their_tls) {
+            continue;
+        }
+        if let Some(s) = servers
+            .iter()
+            .find(|s| theirs.iter().any(|t| t.url.authority == s.url.authority))
+        {
+            return Some(format!(
+                "https://{} is also a server of upstream {:?}, whose [upstream.tls] differs; \
+                 give both the same settings",
+                s.url.authority, other.name
+            ));
+        }
+    }
+    None
+}
+
+/// `protocol`: `"http1"` (default), `"h2c"` (or its alias `"h2"`: HTTP/2,
+/// over TLS for https:// servers) or `"auto"`; an embedded origin speaks
+/// HTTP/1.1 only.
 fn protocol(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Protocol, ConfigError> {
     let Some(p) = &u.protocol else {
         return Ok(Protocol::Http1);
@@ -122,13 +172,15 @@ fn protocol(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Protocol, 
     let key = format!("upstream[{i}].protocol");
     let protocol = match p.get_ref().as_str() {
         "http1" => Protocol::Http1,
-        "h2c" => Protocol::H2c,
+        "h2c" | "h2" => Protocol::H2c,
         "auto" => Protocol::Auto,
         other => {
             return Err(errors.at(
                 p.span(),
                 key,
-                format!("unknown protocol {other:?}; use \"http1\", \"h2c\" or \"auto\""),
+                format!(
+                    "unknown protocol {other:?}; use \"http1\", \"h2c\" (alias \"h2\") or \"auto\""
+                ),
             ));
         }
     };
@@ -451,11 +503,12 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
     let uri: Uri = text
         .parse()
         .map_err(|e| format!("{text:?} is not a URL: {e}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
+    let scheme = match uri.scheme_str() {
+        Some("http") => http::uri::Scheme::HTTP,
+        Some("https") => http::uri::Scheme::HTTPS,
         Some(other) => {
             return Err(format!(
-                "scheme {other:?} is not supported for upstreams yet; use http://"
+                "scheme {other:?} is not supported for upstreams; use http:// or https://"
             ));
         }
         None => {
@@ -463,7 +516,7 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
                 "{text:?} has no scheme; write it like \"http://127.0.0.1:3000\""
             ));
         }
-    }
+    };
     let Some(authority) = uri.authority().cloned() else {
         return Err(format!("{text:?} has no host"));
     };
@@ -488,131 +541,12 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
     }
     let base_path = uri.path().trim_end_matches('/').to_owned();
     Ok(UpstreamUrl {
-        scheme: http::uri::Scheme::HTTP,
+        scheme,
         authority,
         base_path,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use crate::config::{Balance, Config, HashKey, UpstreamTarget};
-
-    fn parse(upstream: &str) -> Result<Config, String> {
-        let text =
-            format!("[[upstream]]\nname = \"app\"\n{upstream}\n\n[[route]]\nupstream = \"app\"\n");
-        Config::parse(&text, "t.toml", Path::new(".")).map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn servers_weights_and_policies() {
-        let c = parse(
-            "servers = [\"http://10.0.0.1:80\", { url = \"http://10.0.0.2:80\", weight = 3, max_connections = 8 }]\n\
-             balance = \"hash\"\nhash_key = \"cookie:session\"\n\
-             [upstream.health]\npath = \"/healthz?deep=1\"\nexpect_status = \"200,204,300-399\"\n\
-             [upstream.retry]\nattempts = 3\n",
-        )
-        .expect("valid");
-        let u = &c.upstreams[0];
-        let UpstreamTarget::Servers(s) = &u.target else {
-            panic!("servers");
-        };
-        assert_eq!(s.len(), 2);
-        assert_eq!(
-            (s[0].weight, s[1].weight, s[1].max_connections),
-            (1, 3, Some(8))
-        );
-        assert_eq!(u.balance, Balance::Hash(HashKey::Cookie("session".into())));
-        let h = u.health.as_ref().expect("health");
-        assert_eq!(h.expect, vec![(200, 200), (204, 204), (300, 399)]);
-        assert_eq!((h.rise, h.fall), (2, 3));
-        assert_eq!(u.retry.attempts, 3);
-        assert_eq!(u.outlier.consecutive_failures, 5);
-    }
-
-    #[test]
-    fn bad_groups_name_the_file_line_and_key() {
-        for (text, line, key) in [
-            (
-                "url = \"http://a:1\"\nservers = [\"http://b:1\"]",
-                4,
-                "upstream[0].servers",
-            ),
-            ("servers = []", 3, "upstream[0].servers"),
-            (
-                "servers = [\"http://a:1\", \"http://a:1\"]",
-                3,
-                "upstream[0].servers[1]",
-            ),
-            (
-                "servers = [\"http://a:1/x\", \"http://b:1/y\"]",
-                3,
-                "upstream[0].servers[1]",
-            ),
-            (
-                "servers = [{ url = \"http://a:1\", weight = 0 }]",
-                3,
-                "upstream[0].servers[0].weight",
-            ),
-            (
-                "servers = [{ url = \"http://a:1\", wieght = 2 }]",
-                3,
-                "wieght",
-            ),
-            ("servers = [7]", 3, "upstream[0].servers"),
-            (
-                "url = \"http://a:1\"\nbalance = \"random\"",
-                4,
-                "upstream[0].balance",
-            ),
-            (
-                "url = \"http://a:1\"\nbalance = \"hash\"",
-                4,
-                "upstream[0].hash_key",
-            ),
-            (
-                "url = \"http://a:1\"\nbalance = \"hash\"\nhash_key = \"query:x\"",
-                5,
-                "upstream[0].hash_key",
-            ),
-            (
-                "servers = [{ url = \"http://a:1\", weight = 1000 }, { url = \"http://b:1\", weight = 1000 }, \
-                 { url = \"http://c:1\", weight = 1000 }, { url = \"http://d:1\", weight = 1000 }, \
-                 { url = \"http://e:1\", weight = 97 }]\nbalance = \"hash\"\nhash_key = \"client_addr\"",
-                4,
-                "upstream[0].balance",
-            ),
-            (
-                "url = \"http://a:1\"\nhash_key = \"client_addr\"",
-                4,
-                "upstream[0].hash_key",
-            ),
-            (
-                "url = \"http://a:1\"\n[upstream.health]\npath = \"healthz\"",
-                5,
-                "upstream[0].health.path",
-            ),
-            (
-                "url = \"http://a:1\"\n[upstream.health]\npath = \"/h\"\nexpect_status = \"200-100\"",
-                6,
-                "expect_status",
-            ),
-            (
-                "url = \"http://a:1\"\n[upstream.retry]\nattempts = 11",
-                5,
-                "upstream[0].retry.attempts",
-            ),
-            (
-                "url = \"http://a:1\"\n[upstream.outlier]\nmax_ejected_percent = 101",
-                5,
-                "max_ejected_percent",
-            ),
-        ] {
-            let e = parse(text).expect_err(text);
-            assert!(e.starts_with(&format!("t.toml:{line}:")), "{text}: {e}");
-            assert!(e.contains(key), "{text}: {e}");
-        }
-    }
-}
+#[path = "upstream_tests.rs"]
+mod tests;

@@ -203,6 +203,10 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
                 format!("upstream {:?} is declared twice", upstream.name),
             ));
         }
+        if let Some(why) = super::upstream::tls_conflict(&upstream, &upstreams) {
+            let span = up.get_ref().tls.as_ref().map_or(up.span(), |t| t.span());
+            return Err(errors.at(span, format!("upstream[{i}].tls"), why));
+        }
         upstreams.push(upstream);
     }
 

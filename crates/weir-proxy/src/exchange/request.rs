@@ -211,7 +211,7 @@ upstream = "api"
             .iter()
             .map(|u| ResolvedUpstream {
                 name: u.name.clone(),
-                group: Arc::new(crate::proxy::group(u, &client, &metrics)),
+                group: Arc::new(crate::proxy::group(u, &client, &metrics).expect("group")),
             })
             .collect();
         (RouteTable::new(&config.routes), upstreams)

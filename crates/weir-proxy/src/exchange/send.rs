@@ -243,6 +243,7 @@ pub(crate) fn attempt_result(err: &UpstreamError) -> AttemptResult {
     match err {
         UpstreamError::ConnectRefused { .. }
         | UpstreamError::Connect { .. }
+        | UpstreamError::Tls { .. }
         | UpstreamError::Refused { .. } => AttemptResult::ConnectFailed,
         UpstreamError::ConnectTimeout { .. } | UpstreamError::ResponseHeaderTimeout { .. } => {
             AttemptResult::Timeout

@@ -1,6 +1,7 @@
-//! Opening one upstream connection: name resolution, TCP connect under the
-//! connect deadline, `TCP_NODELAY`, the connection counted, the HTTP/1.1
-//! handshake (HTTP/2's is in [`super::h2`]), and the connection's task spawned.
+//! Opening one upstream connection: name resolution, TCP connect and, to an
+//! `https://` server, the TLS handshake ([`super::tls`]) under the connect
+//! deadline, `TCP_NODELAY`, the connection counted, the HTTP/1.1 handshake
+//! (HTTP/2's is in [`super::h2`]), and the connection's task spawned.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -11,21 +12,30 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::error::UpstreamError;
+use super::stream::UpstreamStream;
+use super::tls::{Alpn, TlsConnect};
 use crate::body::request::RequestBody;
 use crate::counted::Counted;
 
 /// The sending half of one HTTP/1.1 upstream connection.
 pub(crate) type Sender = http1::SendRequest<RequestBody>;
 
-/// Where a pool connects: the host and port of its authority.
+/// A new socket to a server: TCP, or TLS over TCP.
+pub(crate) type Socket = TokioIo<UpstreamStream>;
+
+/// Where a pool connects: the host and port of its authority, and TLS for
+/// an `https://` server.
 #[derive(Debug)]
 pub(crate) struct Dial {
     /// The host as the URI gives it (brackets of an IPv6 literal removed).
     pub host: String,
-    /// The port (80 when the URI gives none).
+    /// The port (80, or 443 for `https`, when the URI gives none).
     pub port: u16,
-    /// The whole connect deadline (resolution and every address tried).
+    /// The whole connect deadline (resolution, every address tried, and
+    /// the TLS handshake).
     pub timeout: Duration,
+    /// The TLS client of an `https://` server; `None`: cleartext.
+    pub tls: Option<TlsConnect>,
 }
 
 impl Dial {
@@ -34,11 +44,11 @@ impl Dial {
     ///
     /// # Errors
     /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`]
-    /// or [`UpstreamError::Connect`], naming `authority`.
+    /// [`UpstreamError::Connect`] or [`UpstreamError::Tls`], naming `authority`.
     pub async fn open(
         &self,
         authority: &str,
-        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+        counted: impl FnOnce(Socket) -> Counted<Socket>,
     ) -> Result<Sender, UpstreamError> {
         self.open_with(authority, counted, false).await
     }
@@ -52,7 +62,7 @@ impl Dial {
     pub async fn open_upgradable(
         &self,
         authority: &str,
-        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+        counted: impl FnOnce(Socket) -> Counted<Socket>,
     ) -> Result<Sender, UpstreamError> {
         self.open_with(authority, counted, true).await
     }
@@ -60,10 +70,10 @@ impl Dial {
     async fn open_with(
         &self,
         authority: &str,
-        counted: impl FnOnce(TokioIo<TcpStream>) -> Counted<TokioIo<TcpStream>>,
+        counted: impl FnOnce(Socket) -> Counted<Socket>,
         upgrades: bool,
     ) -> Result<Sender, UpstreamError> {
-        let io = counted(self.socket(authority).await?);
+        let io = counted(self.socket(authority, Alpn::Http1).await?);
         let (sender, conn) = http1::Builder::new()
             .handshake(io)
             .await
@@ -81,26 +91,37 @@ impl Dial {
         Ok(sender)
     }
 
-    /// Resolves and connects under the connect deadline, with
-    /// `TCP_NODELAY`: the socket every protocol's handshake starts from.
+    /// Resolves and connects, with `TCP_NODELAY`, then handshakes TLS
+    /// offering `alpn` when the server is `https://`, all under the
+    /// connect deadline: the socket every protocol's handshake starts from.
     ///
     /// # Errors
-    /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`]
-    /// or [`UpstreamError::Connect`], naming `authority`.
-    pub async fn socket(&self, authority: &str) -> Result<TokioIo<TcpStream>, UpstreamError> {
-        let stream = match tokio::time::timeout(self.timeout, self.tcp()).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(e)) => return Err(self.connect_error(&e, authority)),
-            Err(_) => {
-                return Err(UpstreamError::ConnectTimeout {
-                    authority: authority.to_owned(),
-                    ms: self.timeout.as_millis() as u64,
-                });
+    /// [`UpstreamError::ConnectRefused`], [`UpstreamError::ConnectTimeout`],
+    /// [`UpstreamError::Connect`] or [`UpstreamError::Tls`], naming
+    /// `authority`.
+    pub async fn socket(&self, authority: &str, alpn: Alpn) -> Result<Socket, UpstreamError> {
+        let connect = async {
+            let tcp = self
+                .tcp()
+                .await
+                .map_err(|e| self.connect_error(&e, authority))?;
+            // Small requests and responses must not wait for Nagle.
+            let _ = tcp.set_nodelay(true);
+            match &self.tls {
+                None => Ok(UpstreamStream::Plain(tcp)),
+                Some(tls) => {
+                    let session = tls.handshake(tcp, alpn, authority).await?;
+                    Ok(UpstreamStream::Tls(Box::new(session)))
+                }
             }
         };
-        // Small requests and responses must not wait for Nagle.
-        let _ = stream.set_nodelay(true);
-        Ok(TokioIo::new(stream))
+        match tokio::time::timeout(self.timeout, connect).await {
+            Ok(stream) => stream.map(TokioIo::new),
+            Err(_) => Err(UpstreamError::ConnectTimeout {
+                authority: authority.to_owned(),
+                ms: self.timeout.as_millis() as u64,
+            }),
+        }
     }
 
     /// The first address that accepts, in resolution order.

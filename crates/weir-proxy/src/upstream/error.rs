@@ -41,6 +41,17 @@ pub enum UpstreamError {
         /// The underlying error chain, on one line.
         detail: String,
     },
+    /// The TLS handshake with an `https://` server failed: its certificate
+    /// (expired, for another name, from an unknown CA), a peer that does
+    /// not speak TLS, no shared version or cipher, or no HTTP/2 by ALPN. A
+    /// connect failure: nothing of the request was sent.
+    #[error("TLS handshake with {authority} failed: {reason}")]
+    Tls {
+        /// The upstream's host:port.
+        authority: String,
+        /// What rustls (or the ALPN check) said, on one line.
+        reason: String,
+    },
     /// The response head did not arrive in time.
     #[error("no response headers from {authority} within {ms} ms")]
     ResponseHeaderTimeout {

@@ -1,5 +1,6 @@
-//! HTTP/2 to an upstream server over cleartext TCP with prior knowledge
-//! (h2c, RFC 9113 §3.3): one multiplexed connection per server, shared by
+//! HTTP/2 to an upstream server, over cleartext TCP with prior knowledge
+//! (h2c, RFC 9113 §3.3) or over TLS with ALPN `h2` (§3.2, [`super::tls`]):
+//! one multiplexed connection per server, shared by
 //! every request to it as concurrent streams, and opened again when it
 //! closed or failed.
 //!
@@ -16,8 +17,7 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderValue, Request, Response, Uri, header};
 use hyper::body::Incoming;
 use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpStream;
+use hyper_util::rt::TokioExecutor;
 
 use super::connect::handshake_error;
 use super::error::{SendFailure, UpstreamError, caused_by_lag, error_chain};
@@ -25,7 +25,7 @@ use crate::body::request::RequestBody;
 use crate::counted::Counted;
 
 /// A new counted socket to the server.
-type Socket = Counted<TokioIo<TcpStream>>;
+type Socket = Counted<super::connect::Socket>;
 
 /// The sending half of one HTTP/2 upstream connection; clones share it.
 type H2Sender = http2::SendRequest<RequestBody>;
@@ -245,11 +245,11 @@ fn stream_error(err: &hyper::Error, authority: &str) -> UpstreamError {
 }
 
 /// `parts` made an HTTP/2 request to the server at `authority` (RFC 9113
-/// §8.3.1): an absolute `http` URI whose authority is the request's `Host`
+/// §8.3.1): an absolute URI of `scheme` (`:scheme`) whose authority is the request's `Host`
 /// field (it is removed: the `:authority` pseudo-header carries it) or,
 /// without one, the server's; every connection-specific field removed
 /// (§8.2.2), `TE` only as `trailers`.
-pub(crate) fn prepare(parts: &mut http::request::Parts, authority: &str) {
+pub(crate) fn prepare(parts: &mut http::request::Parts, scheme: &Scheme, authority: &str) {
     crate::headers::remove_connection_specific(&mut parts.headers);
     let authority = parts
         .headers
@@ -257,7 +257,7 @@ pub(crate) fn prepare(parts: &mut http::request::Parts, authority: &str) {
         .and_then(|host| host_authority(&host))
         .or_else(|| Authority::try_from(authority).ok());
     let mut uri = std::mem::take(&mut parts.uri).into_parts();
-    uri.scheme = Some(Scheme::HTTP);
+    uri.scheme = Some(scheme.clone());
     if authority.is_some() {
         uri.authority = authority;
     }
@@ -346,7 +346,7 @@ mod tests {
             ("te", "trailers"),
             ("x-kept", "yes"),
         ]);
-        prepare(&mut parts, "10.0.0.1:8080");
+        prepare(&mut parts, &Scheme::HTTP, "10.0.0.1:8080");
         assert_eq!(parts.uri, "http://10.0.0.1:8080/a?b");
         assert_eq!(parts.version, http::Version::HTTP_2);
         for gone in [
@@ -366,7 +366,7 @@ mod tests {
     #[test]
     fn a_preserved_host_becomes_the_authority_and_te_other_than_trailers_goes() {
         let mut parts = head(&[("host", "example.com:8443"), ("te", "gzip")]);
-        prepare(&mut parts, "10.0.0.1:8080");
+        prepare(&mut parts, &Scheme::HTTP, "10.0.0.1:8080");
         assert_eq!(parts.uri, "http://example.com:8443/a?b");
         assert!(parts.headers.get("host").is_none());
         assert!(parts.headers.get("te").is_none());

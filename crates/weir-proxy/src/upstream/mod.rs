@@ -1,12 +1,15 @@
 //! The upstream client: a pool of HTTP/1.1 connections or one HTTP/2
-//! connection per upstream server over hyper's connection API, its
-//! deadlines, and the classification of its failures into 502 and 504.
+//! connection per upstream server over hyper's connection API, over TCP or
+//! TLS ([`tls`]), its deadlines, and the classification of its failures
+//! into 502 and 504.
 
 mod body;
 mod connect;
 mod error;
 mod h2;
 mod pool;
+mod stream;
+mod tls;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -19,19 +22,20 @@ pub use body::PooledBody;
 use error::caused_by_lag;
 pub use error::{SendFailure, UpstreamError, error_chain};
 pub(crate) use pool::ServerPool;
+pub use tls::TlsSetupError;
 
 use crate::body::idle::IdleTimeout;
 use crate::body::request::RequestBody;
-use crate::config::ClientSettings;
+use crate::config::{ClientSettings, UpstreamTls};
 use crate::counted::ConnectionCounts;
 
 /// An upstream response body as the proxy reads it: through hyper's body
 /// adapter, under the body idle timeout.
 pub type UpstreamBody = IdleTimeout<HttpBodySource<PooledBody>>;
 
-/// The client for all upstreams: one server pool per upstream authority
-/// (idle HTTP/1.1 connections, one HTTP/2 connection), made on first use
-/// and kept.
+/// The client for all upstreams: one server pool per upstream scheme and
+/// authority (idle HTTP/1.1 connections, one HTTP/2 connection), made on
+/// first use and kept.
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
     pools: Arc<RwLock<HashMap<String, Arc<ServerPool>>>>,
@@ -56,7 +60,7 @@ impl UpstreamClient {
         &self.counts
     }
 
-    /// Sends `req` (with an absolute `http://` URI) and waits for the
+    /// Sends `req` (with an absolute `http://` or `https://` URI) and waits for the
     /// response head: as a stream of the server's HTTP/2 connection when
     /// its version is HTTP/2, else over HTTP/1.1, in origin form (RFC 9112
     /// §3.2.1) with a `Host` field from the URI when the request has none.
@@ -76,12 +80,21 @@ impl UpstreamClient {
         req: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, UpstreamError> {
         let (parts, body) = req.into_parts();
-        let pool = match parts.uri.authority() {
-            Some(authority) if parts.uri.scheme() == Some(&Scheme::HTTP) => self.pool(authority),
+        let pool = match (parts.uri.scheme(), parts.uri.authority()) {
+            (Some(scheme), Some(authority))
+                if *scheme == Scheme::HTTP || *scheme == Scheme::HTTPS =>
+            {
+                self.pool(scheme, authority, None)
+                    .map_err(|e| UpstreamError::Tls {
+                        authority: authority.to_string(),
+                        reason: e.to_string(),
+                    })?
+            }
             _ => {
                 return Err(UpstreamError::Connect {
                     authority: parts.uri.to_string(),
-                    detail: "only absolute http:// upstream URIs are supported".to_owned(),
+                    detail: "only absolute http:// and https:// upstream URIs are supported"
+                        .to_owned(),
                 });
             }
         };
@@ -116,12 +129,12 @@ impl UpstreamClient {
         let configured = self.settings.response_header_timeout;
         let deadline = deadline.map_or(configured, |d| d.min(configured));
         if parts.version == Version::HTTP_2 {
-            h2::prepare(&mut parts, pool.authority());
+            h2::prepare(&mut parts, pool.scheme(), pool.authority());
             let req = Request::from_parts(parts, body);
             let sent = async {
                 let sent = pool
                     .h2()
-                    .exchange(pool.authority(), || pool.counted_socket(), req);
+                    .exchange(pool.authority(), || pool.counted_h2_socket(), req);
                 Ok(sent.await?.map(PooledBody::unpooled))
             };
             return within(deadline, pool, sent).await;
@@ -138,24 +151,37 @@ impl UpstreamClient {
         within(deadline, pool, exchange(pool, req)).await
     }
 
-    /// The pool of `authority` (an `http` URL's), made on first use and
-    /// kept: the servers of upstream groups resolve theirs once.
-    pub(crate) fn pool(&self, authority: &Authority) -> Arc<ServerPool> {
-        let key = authority.as_str();
+    /// The pool of `authority` of a `scheme` URL, made on first use and
+    /// kept: the servers of upstream groups resolve theirs once, with their
+    /// upstream's `tls` settings (config validation gives an `https://`
+    /// server one set of settings). A pool made here for an `https://`
+    /// server no upstream lists, or with `tls` of `None`, verifies against
+    /// the system roots.
+    ///
+    /// # Errors
+    /// A [`TlsSetupError`] when the TLS client cannot be made for the host.
+    pub(crate) fn pool(
+        &self,
+        scheme: &Scheme,
+        authority: &Authority,
+        tls: Option<&UpstreamTls>,
+    ) -> Result<Arc<ServerPool>, TlsSetupError> {
+        let key = format!("{scheme}://{authority}");
         if let Some(pool) = self
             .pools
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
+            .get(&key)
         {
-            return Arc::clone(pool);
+            return Ok(Arc::clone(pool));
         }
         let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(
-            pools
-                .entry(key.to_owned())
-                .or_insert_with(|| ServerPool::new(authority, &self.settings, &self.counts)),
-        )
+        if let Some(pool) = pools.get(&key) {
+            return Ok(Arc::clone(pool));
+        }
+        let pool = ServerPool::new(scheme, authority, tls, &self.settings, &self.counts)?;
+        pools.insert(key, Arc::clone(&pool));
+        Ok(pool)
     }
 }
 

@@ -13,28 +13,28 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use http::HeaderValue;
-use http::uri::Authority;
+use http::uri::{Authority, Scheme};
 
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
-
-use super::connect::{Dial, Sender};
+use super::connect::{Dial, Sender, Socket};
 use super::error::UpstreamError;
 use super::h2::H2Slot;
+use super::tls::{Alpn, TlsConnect, TlsSetupError};
 use crate::config::ClientSettings;
 use crate::counted::{ConnectionCounts, Counted, Counter};
 
 /// The reaper never wakes more often than this.
 const MIN_REAP_INTERVAL: Duration = Duration::from_millis(10);
 
-/// One upstream server (`host:port`): its idle connections and how to open
-/// new ones.
+/// One upstream server (`http://host:port` or `https://…`): its idle
+/// connections and how to open new ones.
 #[derive(Debug)]
 pub(crate) struct ServerPool {
     /// `host:port` as the upstream URL gives it, for errors and counts.
     authority: String,
+    /// `http` or `https`: the scheme of the URIs sent over HTTP/2.
+    scheme: Scheme,
     /// The `Host` field sent when a request carries none (RFC 9112 §3.2:
-    /// the authority, without the port when it is the default 80).
+    /// the authority, without the port when it is the scheme's default).
     host: HeaderValue,
     dial: Dial,
     counts: Arc<ConnectionCounts>,
@@ -54,32 +54,47 @@ struct Idle {
 }
 
 impl ServerPool {
-    /// A pool for `authority` (an `http` URL's), counting its connections
-    /// into `counts`.
+    /// A pool for `authority` of a `scheme` URL (TLS with `tls` when the
+    /// scheme is `https`), counting its connections into `counts`.
+    ///
+    /// # Errors
+    /// A [`TlsSetupError`] when the TLS client cannot be made for the host.
     pub fn new(
+        scheme: &Scheme,
         authority: &Authority,
+        tls: Option<&crate::config::UpstreamTls>,
         settings: &ClientSettings,
         counts: &Arc<ConnectionCounts>,
-    ) -> Arc<ServerPool> {
-        let port = authority.port_u16().unwrap_or(80);
+    ) -> Result<Arc<ServerPool>, TlsSetupError> {
+        let https = *scheme == Scheme::HTTPS;
+        let default_port = if https { 443 } else { 80 };
+        let port = authority.port_u16().unwrap_or(default_port);
         let host = authority.host();
-        let host_field = if authority.port_u16() == Some(80) {
+        let host_field = if authority.port_u16() == Some(default_port) {
             host
         } else {
             authority.as_str()
         };
-        Arc::new(ServerPool {
+        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+        let tls = match (https, tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(TlsConnect::new(tls, bare_host)?),
+            (true, None) => Some(TlsConnect::new(
+                &crate::config::UpstreamTls::system_roots(),
+                bare_host,
+            )?),
+        };
+        Ok(Arc::new(ServerPool {
             authority: authority.as_str().to_owned(),
+            scheme: scheme.clone(),
             // An `Authority` holds only bytes a field value may hold.
             host: HeaderValue::from_str(host_field)
                 .unwrap_or_else(|_| HeaderValue::from_static("")),
             dial: Dial {
-                host: host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
+                host: bare_host.to_owned(),
                 port,
                 timeout: settings.connect_timeout,
+                tls,
             },
             counts: Arc::clone(counts),
             live: counts.counter(authority.as_str()),
@@ -88,7 +103,12 @@ impl ServerPool {
             idle_timeout: settings.pool_idle_timeout,
             reaper_started: AtomicBool::new(false),
             h2: H2Slot::default(),
-        })
+        }))
+    }
+
+    /// `http` or `https`, as the upstream URL gives it.
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
     }
 
     /// `host:port`, as the upstream URL gives it.
@@ -119,14 +139,13 @@ impl ServerPool {
         &self.h2
     }
 
-    /// A new socket to the server, counted for as long as it lives.
+    /// A new socket to the server for HTTP/2 (TLS offering `h2` to an
+    /// `https://` server), counted for as long as it lives.
     ///
     /// # Errors
     /// The connect failure, as [`Dial::socket`] gives it.
-    pub(super) async fn counted_socket(
-        &self,
-    ) -> Result<Counted<TokioIo<TcpStream>>, UpstreamError> {
-        let io = self.dial.socket(&self.authority).await?;
+    pub(super) async fn counted_h2_socket(&self) -> Result<Counted<Socket>, UpstreamError> {
+        let io = self.dial.socket(&self.authority, Alpn::H2).await?;
         Ok(Counted::new(io, self.counts.guard(&self.live)))
     }
 

@@ -191,8 +191,16 @@ async fn connect_failures_name_the_authority() {
         "{err}"
     );
     assert_eq!(err.status(), StatusCode::BAD_GATEWAY);
+    // An https:// server that is not there fails to connect the same way.
     let mut https = get(addr, "/");
     *https.uri_mut() = format!("https://{addr}/").parse().expect("uri");
     let err = client.send(https).await.expect_err("https");
-    assert!(err.to_string().contains("http://"), "{err}");
+    assert!(
+        matches!(&err, UpstreamError::ConnectRefused { .. }),
+        "{err}"
+    );
+    let mut ftp = get(addr, "/");
+    *ftp.uri_mut() = format!("ftp://{addr}/").parse().expect("uri");
+    let err = client.send(ftp).await.expect_err("ftp");
+    assert!(err.to_string().contains("https://"), "{err}");
 }
