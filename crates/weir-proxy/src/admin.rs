@@ -1,20 +1,22 @@
 //! The admin listener: `GET /metrics` (the proxy's [`Metrics`], OpenMetrics
-//! text) and `GET /healthz`, over HTTP/1.1 on `[admin] address` (default
-//! `127.0.0.1:9901`, loopback only unless the config allows otherwise).
+//! text), `GET /healthz` and `POST /reload`, over HTTP/1.1 on `[admin]
+//! address` (default `127.0.0.1:9901`, loopback only unless the config
+//! allows otherwise).
 //!
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, [`crate::metrics::CONTENT_TYPE`] |
 //! | `GET /healthz` | 200 `ok\n`; 503 `shutting down\n` once shutdown began |
+//! | `POST /reload` | 200 and a one-line summary; 400 (config refused) or 500 (a new listener cannot bind) and the error; 404 when reloads are off |
 //! | another path | 404 |
-//! | another method on those paths | 405, `Allow: GET, HEAD` |
+//! | another method on those paths | 405, `Allow: GET, HEAD` (`Allow: POST` for `/reload`) |
 //!
 //! `HEAD` is answered as `GET` without the body (RFC 9110 §9.3.2).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::reload::Reloader;
 
 /// How long an admin client may take to send a request head, in seconds.
 const HEADER_READ_TIMEOUT_SECS: u64 = 10;
@@ -38,6 +41,8 @@ const HEADER_READ_TIMEOUT_SECS: u64 = 10;
 pub struct AdminState {
     metrics: Arc<Metrics>,
     draining: AtomicBool,
+    /// What `POST /reload` runs; unset: reloads are off (404).
+    reloader: OnceLock<Arc<Reloader>>,
 }
 
 impl AdminState {
@@ -46,7 +51,13 @@ impl AdminState {
         AdminState {
             metrics,
             draining: AtomicBool::new(false),
+            reloader: OnceLock::new(),
         }
+    }
+
+    /// Turns `POST /reload` on (the first call wins).
+    pub fn set_reloader(&self, reloader: Arc<Reloader>) {
+        let _ = self.reloader.set(reloader);
     }
 
     /// From now on `/healthz` answers 503, so load balancers stop sending
@@ -57,8 +68,17 @@ impl AdminState {
 }
 
 /// The answer to one admin request (see the module docs for the table).
+/// `/reload` is answered by [`reload`] instead.
 pub fn respond<B>(req: &Request<B>, state: &AdminState) -> Response<Full<Bytes>> {
     let path = req.uri().path();
+    if path == "/reload" {
+        return reload_refused(req, state).unwrap_or_else(|| {
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "500 Internal Server Error: POST /reload is answered asynchronously\n".into(),
+            )
+        });
+    }
     if path != "/metrics" && path != "/healthz" {
         return text(StatusCode::NOT_FOUND, "404 Not Found\n".into());
     }
@@ -88,6 +108,47 @@ pub fn respond<B>(req: &Request<B>, state: &AdminState) -> Response<Full<Bytes>>
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("500 Internal Server Error: cannot encode metrics: {e}\n"),
+        ),
+    }
+}
+
+/// The answer to a `/reload` request that does not reload: 404 when
+/// reloads are off, 405 for a method other than POST; `None` for a reload.
+fn reload_refused<B>(req: &Request<B>, state: &AdminState) -> Option<Response<Full<Bytes>>> {
+    if state.reloader.get().is_none() {
+        return Some(text(StatusCode::NOT_FOUND, "404 Not Found\n".into()));
+    }
+    if req.method() != Method::POST {
+        let mut resp = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "405 Method Not Allowed\n".into(),
+        );
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return Some(resp);
+    }
+    None
+}
+
+/// The answer to any admin request: `POST /reload` reloads (and waits for
+/// the reload), the rest is [`respond`].
+pub async fn answer<B>(req: Request<B>, state: &AdminState) -> Response<Full<Bytes>> {
+    if req.uri().path() != "/reload" {
+        return respond(&req, state);
+    }
+    if let Some(resp) = reload_refused(&req, state) {
+        return resp;
+    }
+    // Nothing of the request is needed past this point.
+    drop(req);
+    let Some(reloader) = state.reloader.get() else {
+        return text(StatusCode::NOT_FOUND, "404 Not Found\n".into());
+    };
+    match reloader.reload().await {
+        Ok(summary) => text(StatusCode::OK, format!("{summary}\n")),
+        Err(e) => text(
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
+            format!("{}\n", e.message()),
         ),
     }
 }
@@ -126,8 +187,8 @@ pub async fn serve(listener: TcpListener, state: Arc<AdminState>, mut stop: watc
 
 async fn serve_connection(stream: tokio::net::TcpStream, peer: SocketAddr, state: Arc<AdminState>) {
     let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-        let resp = respond(&req, &state);
-        async move { Ok::<_, Infallible>(resp) }
+        let state = Arc::clone(&state);
+        async move { Ok::<_, Infallible>(answer(req, &state).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -173,6 +234,8 @@ mod tests {
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(r.headers()[header::ALLOW], "GET, HEAD");
         assert_eq!(respond(&req(Method::DELETE, "/healthz"), &s).status(), 405);
+        // Reloads off: no such endpoint.
+        assert_eq!(respond(&req(Method::POST, "/reload"), &s).status(), 404);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! body → the client; [`access_log`] writes one line when the body ends.
 //! [`proxy`] holds what every request shares, [`headers`] the
 //! intermediary header rules, [`config`] the TOML file, [`metrics`] the
-//! only counters. `docs/architecture.md` lists the phases with their files.
+//! only counters, [`reload`] the hot reload of the config. `docs/architecture.md` lists the phases with their files.
 //!
 //! ```no_run
 //! # async fn run() -> std::io::Result<()> {
@@ -29,12 +29,14 @@ pub mod counted;
 mod exchange;
 pub mod headers;
 mod io;
+mod listeners;
 pub mod metrics;
 pub mod mirror;
 pub mod outcome;
 pub mod path;
 pub mod proxy;
 pub mod rate_limit;
+pub mod reload;
 pub mod request_id;
 pub mod route;
 pub mod server;
@@ -45,4 +47,5 @@ pub mod upstream;
 
 pub use config::Config;
 pub use proxy::Proxy;
+pub use reload::{ReloadError, ReloadSummary, Reloader};
 pub use server::Server;

@@ -40,15 +40,69 @@ pub enum ProxyError {
 }
 
 /// An upstream with its servers' addresses known.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct ResolvedUpstream {
     /// The config's name for it.
     pub(crate) name: String,
     /// Its servers, their pools and state, and the balancing policy.
     pub(crate) group: Arc<UpstreamGroup>,
+    /// Its definition, which a reload compares to keep the group.
+    pub(crate) spec: Upstream,
+}
+
+/// What a reloaded proxy shares with the one before it.
+struct Shared {
+    client: UpstreamClient,
+    metrics: Arc<Metrics>,
+    cache: Option<Arc<Cache>>,
+    tunnels: Arc<crate::tunnel::Tunnels>,
+    shutdown_cut: Arc<AtomicBool>,
+}
+
+/// A proxy built by [`Proxy::rebuild`], and how its upstreams relate to
+/// the previous one's.
+#[derive(Debug)]
+pub struct Rebuilt {
+    /// The new proxy.
+    pub proxy: Arc<Proxy>,
+    /// Upstreams whose group (pools, health state) was kept.
+    pub kept: usize,
+    /// Groups made for new or changed upstreams: their health checks are
+    /// to be started.
+    pub fresh: Vec<Arc<UpstreamGroup>>,
+    /// Groups of removed or changed upstreams: to be retired once the new
+    /// proxy is in effect.
+    pub retired: Vec<Arc<UpstreamGroup>>,
+}
+
+/// The servers of `u`, or the error for an unresolved embedded origin.
+fn server_specs(u: &Upstream) -> Result<&[ServerSpec], ProxyError> {
+    match &u.target {
+        UpstreamTarget::Servers(servers) => Ok(servers),
+        UpstreamTarget::Embedded { .. } => Err(ProxyError::UnresolvedEmbedded {
+            name: u.name.clone(),
+        }),
+    }
 }
 
 impl ResolvedUpstream {
+    /// A new group for `u`, over `client`'s pools.
+    ///
+    /// # Errors
+    /// [`ProxyError::UpstreamTls`] when the TLS client of a server cannot
+    /// be made.
+    fn new(
+        u: &Upstream,
+        client: &UpstreamClient,
+        metrics: &Metrics,
+    ) -> Result<ResolvedUpstream, ProxyError> {
+        Ok(ResolvedUpstream {
+            name: u.name.clone(),
+            group: Arc::new(group(u, client, metrics)?),
+            spec: u.clone(),
+        })
+    }
+
     /// The first server's URL: the base of what every server serves.
     pub(crate) fn first_url(&self) -> &UpstreamUrl {
         &self.group.servers[0].url
@@ -109,33 +163,93 @@ impl Proxy {
         let client = UpstreamClient::new(&config.client);
         let mut authorities = Vec::new();
         for u in &config.upstreams {
-            match &u.target {
-                UpstreamTarget::Servers(servers) => {
-                    authorities.extend(servers.iter().map(|s| s.url.authority.to_string()));
-                }
-                UpstreamTarget::Embedded { .. } => {
-                    return Err(ProxyError::UnresolvedEmbedded {
-                        name: u.name.clone(),
-                    });
-                }
-            }
+            authorities.extend(server_specs(u)?.iter().map(|s| s.url.authority.to_string()));
         }
         authorities.sort();
         authorities.dedup();
         let metrics = Arc::new(Metrics::new(Arc::clone(client.connections()), authorities));
-        let upstreams: Vec<ResolvedUpstream> = config
+        let upstreams = config
             .upstreams
             .iter()
-            .map(|u| {
-                Ok(ResolvedUpstream {
-                    name: u.name.clone(),
-                    group: Arc::new(group(u, &client, &metrics)?),
-                })
-            })
+            .map(|u| ResolvedUpstream::new(u, &client, &metrics))
             .collect::<Result<_, ProxyError>>()?;
-        metrics.watch_groups(Arc::new(crate::balance::Groups(
-            upstreams.iter().map(|u| Arc::clone(&u.group)).collect(),
+        let shared = Shared {
+            client,
+            metrics,
+            cache: None,
+            tunnels: Arc::default(),
+            shutdown_cut: Arc::new(AtomicBool::new(false)),
+        };
+        let proxy = Proxy::assemble(config, upstreams, shared);
+        proxy.watch_groups();
+        Ok(Arc::new(proxy))
+    }
+
+    /// Points `weir_upstream_server_available` at this proxy's groups
+    /// (done by [`Proxy::new`]; after a reload, once the proxy is in effect).
+    pub fn watch_groups(&self) {
+        self.metrics.watch_groups(Arc::new(crate::balance::Groups(
+            self.upstreams
+                .iter()
+                .map(|u| Arc::clone(&u.group))
+                .collect(),
         )));
+    }
+
+    /// Builds the proxy of a reloaded `config` (validated, embedded
+    /// upstreams resolved) beside `previous`, the one in effect: the
+    /// upstream client and its pools, the metrics, the tunnels and the
+    /// cache are shared, and the group of each upstream whose definition is
+    /// unchanged (same name, equal config) is reused as it is (its
+    /// connections, health state and health checks go on).
+    ///
+    /// # Errors
+    /// [`ProxyError::UnresolvedEmbedded`] if an upstream is still `Embedded`.
+    pub fn rebuild(config: &Config, previous: &Proxy) -> Result<Rebuilt, ProxyError> {
+        let (mut upstreams, mut fresh) = (Vec::new(), Vec::new());
+        for u in &config.upstreams {
+            server_specs(u)?;
+            match previous.upstreams.iter().find(|old| old.spec == *u) {
+                Some(old) => upstreams.push(old.clone()),
+                None => {
+                    let new = ResolvedUpstream::new(u, &previous.client, &previous.metrics)?;
+                    fresh.push(Arc::clone(&new.group));
+                    upstreams.push(new);
+                }
+            }
+        }
+        let retired = previous
+            .upstreams
+            .iter()
+            .filter(|old| !upstreams.iter().any(|u| Arc::ptr_eq(&u.group, &old.group)))
+            .map(|old| Arc::clone(&old.group))
+            .collect();
+        let shared = Shared {
+            client: previous.client.clone(),
+            metrics: Arc::clone(&previous.metrics),
+            cache: previous.cache.clone(),
+            tunnels: Arc::clone(&previous.tunnels),
+            shutdown_cut: Arc::clone(&previous.shutdown_cut),
+        };
+        let kept = upstreams.len() - fresh.len();
+        Ok(Rebuilt {
+            proxy: Arc::new(Proxy::assemble(config, upstreams, shared)),
+            kept,
+            fresh,
+            retired,
+        })
+    }
+
+    /// The proxy of `config` over `upstreams` and what it shares with an
+    /// earlier one.
+    fn assemble(config: &Config, upstreams: Vec<ResolvedUpstream>, shared: Shared) -> Proxy {
+        let Shared {
+            client,
+            metrics,
+            cache,
+            tunnels,
+            shutdown_cut,
+        } = shared;
         let route_labels = config
             .routes
             .iter()
@@ -148,9 +262,9 @@ impl Proxy {
             .routes
             .iter()
             .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
-            .then(|| Cache::new(&config.cache, Arc::clone(&metrics)));
+            .then(|| cache.unwrap_or_else(|| Cache::new(&config.cache, Arc::clone(&metrics))));
         let fetchers = fetchers(config, &upstreams, &client, cache.as_ref());
-        Ok(Arc::new(Proxy {
+        Proxy {
             fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),
@@ -161,10 +275,10 @@ impl Proxy {
             metrics,
             route_labels,
             settings: config.server.clone(),
-            shutdown_cut: Arc::new(AtomicBool::new(false)),
+            shutdown_cut,
             via: Via::new(&config.server.via_pseudonym),
-            tunnels: Arc::default(),
-        }))
+            tunnels,
+        }
     }
 
     /// Starts the active health checks of every upstream that has them;

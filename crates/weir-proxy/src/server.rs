@@ -13,6 +13,10 @@
 //! 8441 §3), so that routes with `upgrade` can tunnel WebSockets. On
 //! shutdown, tunnels ([`crate::tunnel`]) get the same grace period as
 //! in-flight requests, and are then closed.
+//!
+//! The proxy is behind an `ArcSwap` loaded once per request, so a reload
+//! ([`crate::reload`]) reaches the next request of every open connection;
+//! the listeners are a set ([`crate::listeners`]) a reload can change.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,10 +25,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::server::graceful::Watcher;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -33,25 +38,41 @@ use tokio_rustls::TlsAcceptor;
 use crate::admin::AdminState;
 use crate::config::Config;
 use crate::io::DownstreamIo;
+use crate::listeners::{Accepted, Drain, ListenerSet};
 use crate::proxy::Proxy;
+use crate::reload::{ConfigSource, Reloader};
 
 /// How long shutdown waits for closed tunnels to write their log lines.
 const TUNNEL_CLOSE_WAIT: Duration = Duration::from_millis(500);
 
 /// Bound listeners and the proxy that serves them.
-#[derive(Debug)]
 pub struct Server {
-    proxy: Arc<Proxy>,
-    /// Each bound listener, with its TLS config if it terminates TLS.
-    listeners: Vec<(TcpListener, Option<Arc<rustls::ServerConfig>>)>,
+    /// The proxy in effect: each request loads it once (a reload swaps it).
+    state: Arc<ArcSwap<Proxy>>,
+    /// The listeners; their accept tasks run from [`Server::bind`] on.
+    listeners: Arc<ListenerSet>,
+    /// Their accepted connections.
+    accepted: mpsc::Receiver<Accepted>,
     admin: Option<TcpListener>,
+    /// The config bound, with embedded upstreams resolved (the base of a reload).
+    config: Config,
+    reloader: Option<Arc<Reloader>>,
     header_read_timeout: Duration,
     connection_idle_timeout: Duration,
-    shutdown_grace: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listeners", &self.listeners.local_addrs())
+            .field("admin", &self.admin_addr())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Server {
-    /// Binds every listener of `config` and builds the proxy.
+    /// Binds every listener of `config` and builds the proxy. The
+    /// listeners accept from now on; connections wait for [`Server::run`].
     ///
     /// # Errors
     /// The first bind error (a listener's, then the admin listener's), naming
@@ -59,19 +80,10 @@ impl Server {
     /// unresolved embedded upstream.
     pub async fn bind(config: &Config) -> io::Result<Server> {
         let proxy = Proxy::new(config).map_err(io::Error::other)?;
-        let mut listeners = Vec::with_capacity(config.listeners.len());
+        let mut bound = Vec::with_capacity(config.listeners.len());
         for spec in &config.listeners {
-            let addr = spec.address;
-            let tls = match &spec.tls {
-                Some(settings) => Some(crate::tls::server_config(settings).map_err(|e| {
-                    io::Error::other(format!("cannot set up TLS on listener {addr}: {e}"))
-                })?),
-                None => None,
-            };
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|e| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
-            listeners.push((listener, tls));
+            let (listener, tls) = crate::reload::bind_listener(spec).await?;
+            bound.push((spec.address, listener, tls));
         }
         proxy.start_health_checks();
         let admin = match &config.admin {
@@ -86,22 +98,47 @@ impl Server {
             })?),
             None => None,
         };
+        let (tx, accepted) = mpsc::channel::<Accepted>(64);
+        let listeners = Arc::new(ListenerSet::new(tx));
+        for (address, listener, tls) in bound {
+            listeners.open(address, listener, tls);
+        }
         Ok(Server {
-            proxy,
+            state: Arc::new(ArcSwap::new(proxy)),
             listeners,
+            accepted,
             admin,
+            config: config.clone(),
+            reloader: None,
             header_read_timeout: config.server.header_read_timeout,
             connection_idle_timeout: connection_idle_timeout(config),
-            shutdown_grace: config.server.shutdown_grace,
         })
     }
 
-    /// The bound addresses (useful when the config asked for port 0).
+    /// Turns reloads on: the returned handle (also behind the admin
+    /// listener's `POST /reload`) re-reads the config from `source` and
+    /// swaps it in. `embedded` gives the address of each started embedded
+    /// origin, by upstream name.
+    pub fn enable_reload(
+        &mut self,
+        source: ConfigSource,
+        embedded: Vec<(String, SocketAddr)>,
+    ) -> Arc<Reloader> {
+        let reloader = Arc::new(Reloader::new(
+            source,
+            embedded,
+            Arc::clone(&self.state),
+            Arc::clone(&self.listeners),
+            self.config.clone(),
+        ));
+        self.reloader = Some(Arc::clone(&reloader));
+        reloader
+    }
+
+    /// The bound addresses (useful when the config asked for port 0), in
+    /// config order (after a reload: kept ones first, then new ones).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
-        self.listeners
-            .iter()
-            .filter_map(|(l, _)| l.local_addr().ok())
-            .collect()
+        self.listeners.local_addrs()
     }
 
     /// The admin listener's bound address (`/metrics`, `/healthz`), or
@@ -113,12 +150,12 @@ impl Server {
     /// Live upstream connection counts (see [`crate::counted`]); the handle
     /// stays valid after [`Server::run`] takes the server.
     pub fn upstream_connections(&self) -> Arc<crate::counted::ConnectionCounts> {
-        Arc::clone(self.proxy.upstream_connections())
+        Arc::clone(self.state.load().upstream_connections())
     }
 
     /// The proxy's metrics (the counts tests read, too).
     pub fn metrics(&self) -> Arc<crate::metrics::Metrics> {
-        Arc::clone(self.proxy.metrics())
+        Arc::clone(self.state.load().metrics())
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, and lets
@@ -126,9 +163,10 @@ impl Server {
     ///
     /// # Errors
     /// None today; the signature leaves room for listener failures.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let proxy = self.state.load_full();
         let mut builder = auto::Builder::new(TokioExecutor::new());
-        let limits = &self.proxy.settings.limits;
+        let limits = &proxy.settings.limits;
         builder
             .http1()
             .timer(TokioTimer::new())
@@ -154,7 +192,7 @@ impl Server {
                 u32::try_from(limits.max_head_bytes.saturating_add(1)).unwrap_or(u32::MAX),
             );
         let conns = Arc::new(Connections {
-            proxy: Arc::clone(&self.proxy),
+            state: Arc::clone(&self.state),
             http1: builder.clone().http1_only(),
             http2: builder.clone().http2_only(),
             auto: builder,
@@ -162,19 +200,12 @@ impl Server {
             connection_idle_timeout: self.connection_idle_timeout,
         });
 
-        // One accept task per listener, all feeding one loop.
-        let (tx, mut rx) = mpsc::channel::<Accepted>(64);
-        let mut accept_tasks = Vec::new();
-        for (listener, tls) in self.listeners {
-            let tx = tx.clone();
-            let tls = tls.map(TlsAcceptor::from);
-            accept_tasks.push(tokio::spawn(accept_loop(listener, tls, tx)));
+        let admin_state = Arc::new(AdminState::new(Arc::clone(proxy.metrics())));
+        if let Some(reloader) = &self.reloader {
+            admin_state.set_reloader(Arc::clone(reloader));
         }
-        drop(tx);
-
-        let admin_state = Arc::new(AdminState::new(Arc::clone(self.proxy.metrics())));
         let (stop_admin, stop_admin_rx) = watch::channel(false);
-        let admin_task = self.admin.map(|listener| {
+        let admin_task = self.admin.take().map(|listener| {
             tokio::spawn(crate::admin::serve(
                 listener,
                 Arc::clone(&admin_state),
@@ -182,15 +213,14 @@ impl Server {
             ))
         });
 
-        let graceful = GracefulShutdown::new();
-        // Flipped when the grace period is over: connection tasks still
-        // running drop their connection at once.
-        let (force_close, force_close_rx) = watch::channel(false);
         tokio::pin!(shutdown);
         let slots = Arc::new(tokio::sync::Semaphore::new(
-            self.proxy.settings.limits.max_connections,
+            proxy.settings.limits.max_connections,
         ));
-        let metrics = Arc::clone(self.proxy.metrics());
+        let metrics = Arc::clone(proxy.metrics());
+        // Reloads keep the tunnels and the shutdown flag.
+        let tunnels = Arc::clone(proxy.tunnels());
+        drop(proxy);
         loop {
             // A slot of `max_connections` first: while none is free, new
             // connections wait in the listen backlog.
@@ -207,21 +237,24 @@ impl Server {
                     }
                 }
             };
-            let (stream, peer, tls) = tokio::select! {
-                conn = rx.recv() => match conn {
+            let accepted = tokio::select! {
+                conn = self.accepted.recv() => match conn {
                     Some(conn) => conn,
                     None => break,
                 },
                 () = &mut shutdown => break,
             };
-            // Taken here, before the handshake: shutdown waits for
-            // connections still in their handshake too.
-            let watcher = graceful.watcher();
             let conns = Arc::clone(&conns);
-            let mut force_close = force_close_rx.clone();
             let open = OpenConnection::new(slot, metrics.downstream_open.clone());
             tokio::spawn(async move {
                 let _open = open;
+                let Accepted {
+                    stream,
+                    peer,
+                    tls,
+                    watcher,
+                    mut force_close,
+                } = accepted;
                 tokio::select! {
                     () = conns.serve(stream, peer, tls, watcher) => {}
                     _ = force_close.wait_for(|closed| *closed) => {
@@ -231,34 +264,37 @@ impl Server {
             });
         }
 
-        for task in &accept_tasks {
-            task.abort();
-        }
-        drop(rx);
+        let drains = self.listeners.close_all().await;
+        drop(self.accepted);
         // The admin listener stays up while requests drain, saying so.
         admin_state.set_draining();
-        let tunnels = Arc::clone(self.proxy.tunnels());
+        // The grace period of the config in effect now.
+        let grace = self.state.load().settings.shutdown_grace;
         tracing::info!(
             target: "weir::server",
-            connections = graceful.count(),
+            connections = drains.iter().map(Drain::count).sum::<usize>(),
             tunnels = tunnels.live(),
-            grace_ms = self.shutdown_grace.as_millis() as u64,
+            grace_ms = grace.as_millis() as u64,
             "shutting down: no longer accepting, waiting for in-flight requests"
         );
+        let (graceful, cuts): (Vec<_>, Vec<_>) = drains.into_iter().map(Drain::split).unzip();
         // Upgraded HTTP/1.1 connections have left hyper (their connection
         // futures ended with the switch): the tunnels are waited for
         // beside the connections, within the same grace period.
         let drained = async {
-            graceful.shutdown().await;
+            let mut all = tokio::task::JoinSet::new();
+            for g in graceful {
+                all.spawn(g.shutdown());
+            }
+            while all.join_next().await.is_some() {}
             tunnels.drained().await;
         };
-        if tokio::time::timeout(self.shutdown_grace, drained)
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(grace, drained).await.is_err() {
             tracing::warn!(target: "weir::server", tunnels = tunnels.live(), "grace period over; closing the remaining connections and tunnels");
-            self.proxy.mark_shutdown_cut();
-            let _ = force_close.send(true);
+            self.state.load().mark_shutdown_cut();
+            for cut in &cuts {
+                cut.send_replace(true);
+            }
             tunnels.close_all();
             // Let the connection tasks run their drops (and access log
             // lines), and the tunnels theirs, for a moment.
@@ -345,29 +381,11 @@ pub fn connection_idle_timeout(config: &Config) -> Duration {
             .max(config.client.response_header_timeout)
 }
 
-/// An accepted connection: the socket, its peer, and the listener's TLS
-/// acceptor if it terminates TLS.
-type Accepted = (TcpStream, SocketAddr, Option<TlsAcceptor>);
-
-/// One listener's accept loop ([`weir_net::AcceptLoop`]: `TCP_NODELAY`, the
-/// accept-error rule): hands each connection to the serve loop through `tx`,
-/// waiting while its queue is full; ends once the receiver is gone. The TLS
-/// handshake is not done here, but on the connection's task.
-async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, tx: mpsc::Sender<Accepted>) {
-    let tx = &tx;
-    let tls = &tls;
-    weir_net::AcceptLoop::new(&listener)
-        .run(tx.closed(), |stream, peer| async move {
-            // Fails only once the receiver is gone, which `closed` sees too.
-            let _ = tx.send((stream, peer, tls.clone())).await;
-        })
-        .await;
-}
-
 /// What every connection task shares: the proxy, the connection builders
 /// and the downstream deadlines.
 struct Connections {
-    proxy: Arc<Proxy>,
+    /// The proxy in effect, loaded once per request.
+    state: Arc<ArcSwap<Proxy>>,
     /// Cleartext: HTTP/1.1 or HTTP/2 prior knowledge, told apart by the
     /// first bytes.
     auto: auto::Builder<TokioExecutor>,
@@ -404,7 +422,7 @@ impl Connections {
                 self.serve_http(stream, peer, true, builder, watcher).await;
             }
             Err(e) => {
-                self.proxy.metrics().tls_handshake_error();
+                self.state.load().metrics().tls_handshake_error();
                 if e.peer_left() {
                     tracing::debug!(target: "weir::server", %peer, "{e}");
                 } else {
@@ -426,11 +444,13 @@ impl Connections {
     ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let proxy = Arc::clone(&self.proxy);
-        let downstream = Arc::new(proxy.downstream(peer, tls));
+        let state = Arc::clone(&self.state);
+        let downstream = Arc::new(state.load().downstream(peer, tls));
         let downstream_tunnels = Arc::clone(&downstream.tunnels);
         let service = service_fn(move |req| {
-            let proxy = proxy.clone();
+            // One load per request: a request runs to its end on the
+            // config it started with, the next one gets the newest.
+            let proxy = state.load_full();
             let downstream = Arc::clone(&downstream);
             async move { Ok::<_, Infallible>(proxy.handle(req, &downstream).await) }
         });

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
 use weir_proxy::config::{
-    AccessLogTarget, Balance, Config, HashKey, HostHeader, Protocol, UpstreamTarget,
+    AccessLogTarget, Balance, Config, ConfigError, HashKey, HostHeader, Protocol, UpstreamTarget,
     format_duration,
 };
 
@@ -24,8 +24,14 @@ const DEFAULT_CONFIG_LABEL: &str = "<embedded config/weir.toml>";
 const BUILD_CONFIG_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config");
 
 fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(read_config(path)?)
+}
+
+/// The config at `path`, or the embedded one: at startup, and again on
+/// each reload.
+fn read_config(path: Option<&Path>) -> Result<Config, ConfigError> {
     match path {
-        Some(path) => Ok(Config::from_file(path)?),
+        Some(path) => Config::from_file(path),
         None => {
             let here = Path::new("config");
             let base = if here.is_dir() && Path::new("fixtures").is_dir() {
@@ -33,7 +39,7 @@ fn load(path: Option<&Path>) -> anyhow::Result<Config> {
             } else {
                 Path::new(BUILD_CONFIG_DIR)
             };
-            Ok(Config::parse(DEFAULT_CONFIG, DEFAULT_CONFIG_LABEL, base)?)
+            Config::parse(DEFAULT_CONFIG, DEFAULT_CONFIG_LABEL, base)
         }
     }
 }
@@ -326,15 +332,21 @@ fn describe(config: &Config) -> String {
     out
 }
 
-/// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM.
-/// `weir serve`: logs are set up once the config says where the access
-/// log goes.
+/// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM;
+/// SIGHUP reloads the config. Logs are set up once the config says where
+/// the access log goes.
 pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> {
     let mut config = load(path)?;
     let _log = log.init(&config.server.access_log)?;
     runtime(config.server.workers)?.block_on(async move {
+        // Installed before anything listens: from then on SIGHUP reloads
+        // instead of ending the process.
+        #[cfg(unix)]
+        let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("cannot listen for SIGHUP")?;
         let mut origins: Vec<OriginHandle> = Vec::new();
         let mut starts = Vec::new();
+        let mut embedded = Vec::new();
         for u in &config.upstreams {
             if let UpstreamTarget::Embedded { root } = &u.target {
                 let handle = weir_origin::spawn(
@@ -345,13 +357,21 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
                 .with_context(|| format!("cannot start the embedded origin of upstream {:?}", u.name))?;
                 tracing::info!(upstream = %u.name, addr = %handle.local_addr(), root = %root.display(), "embedded origin started");
                 starts.push(handle.local_addr());
+                embedded.push((u.name.clone(), handle.local_addr()));
                 origins.push(handle);
             }
         }
         let mut addrs = starts.into_iter();
         config.resolve_embedded(|_| addrs.next().context("embedded origin count mismatch"))?;
 
-        let server = Server::bind(&config).await?;
+        let mut server = Server::bind(&config).await?;
+        let source = path.map(Path::to_path_buf);
+        let reloader =
+            server.enable_reload(Box::new(move || read_config(source.as_deref())), embedded);
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(hangups, reloader));
+        #[cfg(not(unix))]
+        drop(reloader);
         // `local_addrs` is in config order, one per listener.
         for (addr, spec) in server.local_addrs().iter().zip(&config.listeners) {
             let scheme = if spec.tls.is_some() { "https" } else { "http" };
@@ -390,6 +410,19 @@ pub fn origin(listen: SocketAddr, root: PathBuf, workers: Option<usize>) -> anyh
         weir_origin::serve(listener, OriginConfig { root }, shutdown_signal()).await?;
         Ok(())
     })
+}
+
+/// Reloads the config on each SIGHUP (the reloader logs the outcome).
+#[cfg(unix)]
+async fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
+    reloader: std::sync::Arc<weir_proxy::Reloader>,
+) {
+    while hangups.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading the config");
+        // Refused configs are logged at ERROR and counted by the reloader.
+        let _ = reloader.reload().await;
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

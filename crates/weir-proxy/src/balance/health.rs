@@ -37,16 +37,26 @@ pub fn spawn(group: &Arc<UpstreamGroup>, client: &UpstreamClient) {
 }
 
 async fn run(group: Weak<UpstreamGroup>, index: usize, check: HealthCheck, client: UpstreamClient) {
+    let Some(mut retired) = group.upgrade().map(|g| g.retired()) else {
+        return;
+    };
     let mut tick = tokio::time::interval(check.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            // Retired by a reload (or the group is gone: the sender with it).
+            _ = retired.wait_for(|r| *r) => return,
+        }
         let Some(group) = group.upgrade() else {
             return;
         };
         let server = Arc::clone(&group.servers[index]);
         let h2 = group.protocol == Protocol::H2c;
-        let passed = probe(&client, &server, &check, h2).await;
+        let passed = tokio::select! {
+            passed = probe(&client, &server, &check, h2) => passed,
+            _ = retired.wait_for(|r| *r) => return,
+        };
         apply(&group, &server, &check, passed);
     }
 }

@@ -52,6 +52,9 @@ pub struct UpstreamGroup {
     /// `protocol`: the HTTP version its servers are spoken to in (set
     /// after [`UpstreamGroup::new`]; HTTP/1.1 until then).
     pub(crate) protocol: Protocol,
+    /// Turned true when a reload drops this group ([`UpstreamGroup::retire`]):
+    /// its health-check tasks end. Dropping the group ends them too.
+    retired: tokio::sync::watch::Sender<bool>,
 }
 
 #[derive(Debug)]
@@ -113,7 +116,21 @@ impl UpstreamGroup {
             servers,
             epoch: Instant::now(),
             protocol: Protocol::Http1,
+            retired: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Marks the group as no longer in the config (a reload removed or
+    /// changed its upstream): its health checks stop at once, while the
+    /// requests still holding it finish.
+    pub fn retire(&self) {
+        self.retired.send_replace(true);
+    }
+
+    /// Whether [`UpstreamGroup::retire`] was called, as a channel the
+    /// health checks wait on.
+    pub(crate) fn retired(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.retired.subscribe()
     }
 
     /// The server for the next attempt of a request, skipping the servers

@@ -44,7 +44,7 @@ pub struct ListenerSpec {
 
 /// `[cache]`: the in-memory response cache (RFC 9111), shared by every
 /// route that sets `cache = true`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheSettings {
     /// Total bytes of stored bodies and headers (`max_bytes`, default
     /// 64 MiB, at least 1); the least useful entries are evicted beyond it.
@@ -132,7 +132,7 @@ pub fn default_workers() -> usize {
 }
 
 /// `[client]`: how Weir talks to upstreams.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientSettings {
     /// TCP connect deadline (`connect_timeout`, default 5 s); exceeded → 504.
     pub connect_timeout: Duration,
@@ -146,7 +146,7 @@ pub struct ClientSettings {
 }
 
 /// `[[upstream]]`: a named group of servers requests are forwarded to.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
     /// The name routes refer to.
     pub name: String,

@@ -83,6 +83,19 @@ impl UpstreamTls {
     }
 }
 
+/// Equal when loaded from the same settings *and* the files held the same
+/// certificates: a reload that rewrote the CA bundle or the client
+/// certificate in place is a change (the upstream gets a new TLS client).
+/// The private key is compared by its file and its certificate.
+impl PartialEq for UpstreamTls {
+    fn eq(&self, other: &UpstreamTls) -> bool {
+        let chain = |t: &UpstreamTls| t.client_cert.as_ref().map(|c| c.key.cert.clone());
+        self.same_as(other) && self.roots.roots == other.roots.roots && chain(self) == chain(other)
+    }
+}
+
+impl Eq for UpstreamTls {}
+
 /// `upstream[i].tls` for an upstream whose servers are `https://` when
 /// `https`: the settings (the defaults when `raw` is `None`), or `None` for
 /// an `http://` upstream, which may have no `[upstream.tls]`.

@@ -212,6 +212,7 @@ upstream = "api"
             .map(|u| ResolvedUpstream {
                 name: u.name.clone(),
                 group: Arc::new(crate::proxy::group(u, &client, &metrics).expect("group")),
+                spec: u.clone(),
             })
             .collect();
         (RouteTable::new(&config.routes), upstreams)

@@ -3,7 +3,7 @@
 //! at scrape time from the groups through [`ServerStates`]).
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -46,18 +46,27 @@ pub(super) struct GroupFamilies {
     pub(super) attempts: Family<AttemptLabels, Counter>,
     pub(super) ejections: Family<ServerLabels, Counter>,
     pub(super) retries: Family<RetryLabels, Counter>,
-    pub(super) states: Arc<OnceLock<Arc<dyn ServerStates>>>,
+    pub(super) states: SharedStates,
 }
+
+/// The groups of the config in effect (replaced on reload; read at scrape
+/// time only, never per request).
+pub(super) type SharedStates = Arc<RwLock<Option<Arc<dyn ServerStates>>>>;
 
 /// Reads `weir_upstream_server_available` from the groups at scrape time.
 #[derive(Debug)]
 pub(super) struct AvailableCollector {
-    pub(super) states: Arc<OnceLock<Arc<dyn ServerStates>>>,
+    pub(super) states: SharedStates,
 }
 
 impl Collector for AvailableCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let Some(states) = self.states.get() else {
+        let current = self
+            .states
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(states) = current else {
             return Ok(());
         };
         let mut family = encoder.encode_descriptor(

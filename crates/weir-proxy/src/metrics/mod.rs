@@ -41,10 +41,13 @@
 //! | `weir_ssr_fragments_total` | counter | `outcome` (`ok`, `fallback`, `inline`, `empty`, `cut`, `skipped`, `cancelled`) |
 //! | `weir_ssr_fragment_failures_total` | counter | `kind` (`timeout`, `error`, `status`, `coding`, `loop`, `depth`, `limit`, `no_source`) |
 //! | `weir_tls_handshake_errors_total` | counter | — |
+//! | `weir_config_reloads_total` | counter | `result` (`ok`, `error`) |
+//! | `weir_config_last_reload_success_timestamp_seconds` | gauge | — |
 
 mod connections;
 mod groups;
 mod labels;
+mod reloads;
 #[cfg(test)]
 mod tests;
 
@@ -150,6 +153,7 @@ pub struct Metrics {
     ssr_fragments: Family<MirrorLabels, Counter>,
     ssr_failures: Family<KindLabels, Counter>,
     groups: GroupFamilies,
+    reloads: reloads::ReloadFamilies,
 }
 
 fn duration_histogram() -> Histogram {
@@ -278,7 +282,9 @@ impl Metrics {
         r.register_collector(Box::new(AvailableCollector {
             states: Arc::clone(&groups.states),
         }));
+        let reloads = reloads::ReloadFamilies::register(r);
         Metrics {
+            reloads,
             requests,
             duration,
             bytes_in,
@@ -434,9 +440,26 @@ impl Metrics {
         })
     }
 
-    /// Where `weir_upstream_server_available` is read from; the first call wins.
+    /// Where `weir_upstream_server_available` is read from; a reload
+    /// calls it again with its groups, and the last call wins.
     pub fn watch_groups(&self, states: Arc<dyn ServerStates>) {
-        let _ = self.groups.states.set(states);
+        let mut current = self
+            .groups
+            .states
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *current = Some(states);
+    }
+
+    /// Counts a config reload (`weir_config_reloads_total`); a good one
+    /// also sets `weir_config_last_reload_success_timestamp_seconds`.
+    pub fn config_reload(&self, ok: bool) {
+        self.reloads.record(ok);
+    }
+
+    /// `weir_config_reloads_total{result="ok"}` (or `"error"` when `!ok`).
+    pub fn config_reload_count(&self, ok: bool) -> u64 {
+        self.reloads.count(ok)
     }
 
     /// Counts a cache lookup.

@@ -172,13 +172,16 @@ impl UpstreamClient {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&key)
+            .filter(|p| p.made_with(tls))
         {
             return Ok(Arc::clone(pool));
         }
         let mut pools = self.pools.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(pool) = pools.get(&key) {
+        if let Some(pool) = pools.get(&key).filter(|p| p.made_with(tls)) {
             return Ok(Arc::clone(pool));
         }
+        // None yet, or one made with other TLS settings (a reload changed
+        // them): the groups that hold the old pool keep it until they go.
         let pool = ServerPool::new(scheme, authority, tls, &self.settings, &self.counts)?;
         pools.insert(key, Arc::clone(&pool));
         Ok(pool)

@@ -45,6 +45,9 @@ pub(crate) struct ServerPool {
     reaper_started: AtomicBool,
     /// The server's one HTTP/2 connection, for requests sent over h2c.
     h2: H2Slot,
+    /// The TLS settings the pool was made with (`None` for `http`), so a
+    /// reload that changes them gets a new pool.
+    tls_settings: Option<crate::config::UpstreamTls>,
 }
 
 #[derive(Debug)]
@@ -76,6 +79,7 @@ impl ServerPool {
             authority.as_str()
         };
         let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+        let tls_settings = if https { tls.cloned() } else { None };
         let tls = match (https, tls) {
             (false, _) => None,
             (true, Some(tls)) => Some(TlsConnect::new(tls, bare_host)?),
@@ -103,7 +107,13 @@ impl ServerPool {
             idle_timeout: settings.pool_idle_timeout,
             reaper_started: AtomicBool::new(false),
             h2: H2Slot::default(),
+            tls_settings,
         }))
+    }
+
+    /// Whether the pool was made with TLS settings `tls` (always for `http`).
+    pub(crate) fn made_with(&self, tls: Option<&crate::config::UpstreamTls>) -> bool {
+        self.scheme != Scheme::HTTPS || self.tls_settings.as_ref() == tls
     }
 
     /// `http` or `https`, as the upstream URL gives it.

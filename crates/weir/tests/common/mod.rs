@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod access_log;
+pub mod certs;
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
@@ -364,6 +365,36 @@ impl WeirProcess {
 
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The temp dir the config file (`weir.toml`) and the log are in.
+    pub fn dir(&self) -> &Path {
+        self._dir.path()
+    }
+
+    /// Rewrites the config file as [`WeirProcess::start`] wrote it (the
+    /// same `{port}`, and the same ephemeral admin rule), for a reload.
+    pub fn rewrite_config(&self, config: &str) {
+        let config = ephemeral_admin(&config.replace("{port}", &self.addr.port().to_string()));
+        std::fs::write(self.dir().join("weir.toml"), config).expect("rewrite config");
+    }
+
+    /// The admin listener's address, read from the startup log line
+    /// (waits up to 10 s for it).
+    pub fn admin_addr(&self) -> SocketAddr {
+        let start = Instant::now();
+        loop {
+            let log = self.log_text();
+            if let Some(rest) = log.split("admin endpoint on http://").nth(1) {
+                let addr = rest.split('/').next().unwrap_or_default();
+                return addr.parse().expect("admin address in the log");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no admin address in the log:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The log so far.
