@@ -103,8 +103,35 @@ pub struct AccessRecord {
     /// The route's `max_concurrent_requests` slot, held until the record
     /// is written (the response body ended).
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Told when the upstream's response body fails after its head (see
+    /// [`BodyBlame`]).
+    pub body_blame: Option<BodyBlame>,
     /// Whether the line was written.
     done: bool,
+}
+
+/// What to tell when the upstream's response body ends, for the server's
+/// passive-ejection count: a body the upstream broke after its head (a
+/// reset, a truncated body, a body idle timeout) counts as a failed
+/// attempt, a clean end as an ok one. Not called for a client abort, a
+/// transform's failure, or a failure the client's own request body caused.
+pub struct BodyBlame(pub Box<dyn FnOnce(BodyEnd) + Send + Sync>);
+
+/// How an upstream response body ended, for [`BodyBlame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyEnd {
+    /// Read to its end.
+    Clean,
+    /// The upstream broke it.
+    Failed,
+    /// It stalled past `body_idle_timeout`.
+    TimedOut,
+}
+
+impl std::fmt::Debug for BodyBlame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodyBlame")
+    }
 }
 
 impl AccessRecord {
@@ -130,6 +157,7 @@ impl AccessRecord {
             metrics: None,
             in_flight: None,
             slot: None,
+            body_blame: None,
             done: false,
         }
     }
@@ -300,7 +328,14 @@ impl Transform for ResponseLog {
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match &input {
             Some(batch) => self.bytes_out += batch.byte_len() as u64,
-            None => self.finish(self.on_success, None),
+            None => {
+                if let Some(BodyBlame(blame)) =
+                    self.record.as_mut().and_then(|r| r.body_blame.take())
+                {
+                    blame(BodyEnd::Clean);
+                }
+                self.finish(self.on_success, None);
+            }
         }
         Ok(input)
     }
@@ -320,6 +355,17 @@ impl Transform for ResponseLog {
                 Some(format!("response body: {other}")),
             ),
         };
+        if matches!(outcome, Outcome::UpstreamError | Outcome::UpstreamTimeout)
+            && let Some(record) = &mut self.record
+            && record.counters().client_failure().is_none()
+            && let Some(BodyBlame(blame)) = record.body_blame.take()
+        {
+            blame(if outcome == Outcome::UpstreamTimeout {
+                BodyEnd::TimedOut
+            } else {
+                BodyEnd::Failed
+            });
+        }
         self.finish(outcome, why);
     }
 

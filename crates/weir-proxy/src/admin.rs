@@ -68,7 +68,7 @@ impl AdminState {
 }
 
 /// The answer to one admin request (see the module docs for the table).
-/// `/reload` is answered by [`reload`] instead.
+/// A `POST /reload` is run by [`serve`], which awaits the reload.
 pub fn respond<B>(req: &Request<B>, state: &AdminState) -> Response<Full<Bytes>> {
     let path = req.uri().path();
     if path == "/reload" {

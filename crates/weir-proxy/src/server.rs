@@ -16,7 +16,7 @@
 //!
 //! The proxy is behind an `ArcSwap` loaded once per request, so a reload
 //! ([`crate::reload`]) reaches the next request of every open connection;
-//! the listeners are a set ([`crate::listeners`]) a reload can change.
+//! the listeners are a set (the private `listeners` module) a reload can change.
 
 use std::convert::Infallible;
 use std::future::Future;

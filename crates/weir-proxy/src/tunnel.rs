@@ -85,8 +85,45 @@ pub enum TunnelEnd {
     },
     /// The proxy closed it: shutdown's grace period was over.
     Shutdown,
-    /// A read or write on either side failed.
-    Failed(io::Error),
+    /// A read or write failed; `side` says on which side's socket.
+    Failed {
+        /// The side whose socket failed.
+        side: Side,
+        /// What failed.
+        error: io::Error,
+    },
+}
+
+/// A side of a tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client's connection (downstream).
+    Client,
+    /// The upstream's connection.
+    Upstream,
+}
+
+/// A pipe's failure: whether its reading or its writing end failed.
+#[derive(Debug)]
+struct PipeError {
+    reading: bool,
+    error: io::Error,
+}
+
+impl PipeError {
+    fn reading(error: io::Error) -> PipeError {
+        PipeError {
+            reading: true,
+            error,
+        }
+    }
+
+    fn writing(error: io::Error) -> PipeError {
+        PipeError {
+            reading: false,
+            error,
+        }
+    }
 }
 
 /// What went through a tunnel, and how it ended.
@@ -127,8 +164,25 @@ where
         let copy = std::future::poll_fn(|cx| {
             let to_upstream = up.poll_pipe(cx, &mut client, &mut upstream);
             let to_client = down.poll_pipe(cx, &mut upstream, &mut client);
+            // Client to upstream reads the client and writes the upstream;
+            // upstream to client the other way round.
             match (to_upstream, to_client) {
-                (Poll::Ready(Err(e)), _) | (_, Poll::Ready(Err(e))) => Poll::Ready(Err(e)),
+                (Poll::Ready(Err(e)), _) => {
+                    let side = if e.reading {
+                        Side::Client
+                    } else {
+                        Side::Upstream
+                    };
+                    Poll::Ready(Err((side, e.error)))
+                }
+                (_, Poll::Ready(Err(e))) => {
+                    let side = if e.reading {
+                        Side::Upstream
+                    } else {
+                        Side::Client
+                    };
+                    Poll::Ready(Err((side, e.error)))
+                }
                 (Poll::Ready(Ok(())), _) | (_, Poll::Ready(Ok(()))) => Poll::Ready(Ok(())),
                 _ => Poll::Pending,
             }
@@ -139,7 +193,7 @@ where
             tokio::select! {
                 res = &mut copy => break match res {
                     Ok(_) => TunnelEnd::Closed,
-                    Err(e) => TunnelEnd::Failed(e),
+                    Err((side, error)) => TunnelEnd::Failed { side, error },
                 },
                 () = tokio::time::sleep_until(due) => {
                     if meter.last_activity() + idle <= Instant::now() {
@@ -190,7 +244,7 @@ impl Pipe {
         cx: &mut Context<'_>,
         from: &mut R,
         to: &mut W,
-    ) -> Poll<io::Result<()>>
+    ) -> Poll<Result<(), PipeError>>
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -199,28 +253,31 @@ impl Pipe {
             while self.start < self.end {
                 let n = std::task::ready!(
                     Pin::new(&mut *to).poll_write(cx, &self.buf[self.start..self.end])
-                )?;
+                )
+                .map_err(PipeError::writing)?;
                 if n == 0 {
-                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                    return Poll::Ready(Err(PipeError::writing(io::ErrorKind::WriteZero.into())));
                 }
                 self.start += n;
                 self.unflushed = true;
             }
             if self.eof {
-                std::task::ready!(Pin::new(&mut *to).poll_flush(cx))?;
-                std::task::ready!(Pin::new(&mut *to).poll_shutdown(cx))?;
+                std::task::ready!(Pin::new(&mut *to).poll_flush(cx)).map_err(PipeError::writing)?;
+                std::task::ready!(Pin::new(&mut *to).poll_shutdown(cx))
+                    .map_err(PipeError::writing)?;
                 return Poll::Ready(Ok(()));
             }
             let mut read = ReadBuf::new(&mut self.buf);
             match Pin::new(&mut *from).poll_read(cx, &mut read) {
                 Poll::Ready(res) => {
-                    res?;
+                    res.map_err(PipeError::reading)?;
                     let n = read.filled().len();
                     (self.start, self.end, self.eof) = (0, n, n == 0);
                 }
                 Poll::Pending => {
                     if self.unflushed {
-                        std::task::ready!(Pin::new(&mut *to).poll_flush(cx))?;
+                        std::task::ready!(Pin::new(&mut *to).poll_flush(cx))
+                            .map_err(PipeError::writing)?;
                         self.unflushed = false;
                     }
                     return Poll::Pending;

@@ -377,3 +377,62 @@ async fn the_retry_budget_caps_retries_under_a_storm() {
         100 + retried
     );
 }
+
+/// A server that answers every request with a head and 5 of the 100
+/// bytes its `Content-Length` promises, then closes: it fails mid-body.
+async fn truncating() -> (SocketAddr, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello")
+                    .await;
+                let _ = stream.flush().await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_fails_mid_body_counts_as_failing_and_is_ejected() {
+    let good = named("good", "127.0.0.1:0", Arc::new(AtomicU16::new(200))).await;
+    let (bad, _task) = truncating().await;
+    let proxy = start_proxy(&group_config(
+        &[bad, good.addr],
+        "[upstream.outlier]\nconsecutive_failures = 2\nbase_ejection = \"30s\"\n\n\
+         [upstream.retry]\nattempts = 1\n",
+    ))
+    .await;
+    let client = client(false);
+    let mut truncated = 0;
+    for _ in 0..20 {
+        let resp = client
+            .get(proxy.url("/x").parse().unwrap())
+            .await
+            .expect("head");
+        if resp.into_body().collect().await.is_err() {
+            truncated += 1;
+        }
+    }
+    // Round robin sends the first and third request to `bad`; two failed
+    // bodies in a row eject it, and the rest go to `good`.
+    assert_eq!(truncated, 2, "bodies cut short");
+    let text = proxy.metrics.encode().expect("metrics");
+    let ejections = format!("weir_upstream_ejections_total{{upstream=\"app\",server=\"{bad}\"}} 1");
+    assert!(
+        text.contains(&ejections),
+        "{ejections} missing from\n{text}"
+    );
+    let failed = format!(
+        "weir_upstream_attempts_total{{upstream=\"app\",server=\"{bad}\",result=\"failed\"}} 2"
+    );
+    assert!(text.contains(&failed), "{failed} missing");
+    drop(good);
+}

@@ -181,8 +181,25 @@ impl UpstreamGroup {
     /// (one always stays in).
     /// Returns whether it was ejected now.
     pub fn record(&self, index: usize, result: AttemptResult) -> bool {
+        self.servers[index].count(result);
+        self.note(index, result)
+    }
+
+    /// An attempt of server `index` whose response head was fine and whose
+    /// body is still to come: counted as `ok` in `/metrics` now; the end of
+    /// the body is told to [`UpstreamGroup::note`] (`Ok` when it ended
+    /// cleanly, `Failed` or `Timeout` when the upstream broke it), so that
+    /// a server that fails mid-body is ejected like one that fails before.
+    pub fn record_head(&self, index: usize) {
+        self.servers[index].count(AttemptResult::Ok);
+    }
+
+    /// The failure streak and ejection part of [`UpstreamGroup::record`],
+    /// for a result already counted in `/metrics`.
+    /// Returns whether it was ejected now.
+    pub fn note(&self, index: usize, result: AttemptResult) -> bool {
         let server = &self.servers[index];
-        let ejected = server.record(result, &self.outlier, self.epoch, || {
+        let ejected = server.note(result, &self.outlier, self.epoch, || {
             let n = self.servers.len();
             // Servers health checks took out count too: the last
             // available server is never ejected.

@@ -128,16 +128,22 @@ impl Server {
         n.saturating_mul(1000) / u64::from(self.weight.max(1))
     }
 
-    /// Counts an attempt's result; returns whether this result ejected the
-    /// server (`may_eject` says whether the group's cap allows one more).
-    pub(crate) fn record(
+    /// Counts an attempt's result in `/metrics` only (the failure streak
+    /// is [`Server::note`]'s).
+    pub(crate) fn count(&self, result: AttemptResult) {
+        self.attempts[result as usize].inc();
+    }
+
+    /// Notes an attempt's result in the failure streak; returns whether
+    /// this result ejected the server (`may_eject` says whether the group's
+    /// cap allows one more).
+    pub(crate) fn note(
         &self,
         result: AttemptResult,
         outlier: &OutlierSettings,
         epoch: Instant,
         may_eject: impl FnOnce() -> bool,
     ) -> bool {
-        self.attempts[result as usize].inc();
         if !result.is_failure() {
             self.failures.store(0, Ordering::Relaxed);
             if self.ejections.load(Ordering::Relaxed) > 0 {

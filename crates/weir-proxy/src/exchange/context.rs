@@ -61,6 +61,9 @@ pub(crate) struct Exchange<'p> {
     /// A gRPC call (`Content-Type: application/grpc…`): Weir's own
     /// failures are answered as gRPC ones ([`super::grpc`]).
     pub(crate) grpc: bool,
+    /// The attempt's response head was fine and its body is to come: the
+    /// server's failure streak waits for the body's end.
+    pub(crate) body_pending: bool,
 }
 
 impl<'p> Exchange<'p> {
@@ -97,6 +100,7 @@ impl<'p> Exchange<'p> {
             cache,
             tape: None,
             grpc: super::grpc::is_grpc(req.headers()),
+            body_pending: false,
         }
     }
 

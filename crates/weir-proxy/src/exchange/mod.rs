@@ -50,6 +50,7 @@ use self::local::Local;
 use self::sent::Sent;
 use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
+use crate::balance::AttemptResult;
 use crate::body::response::ResponseBody;
 use crate::proxy::{Downstream, Proxy};
 
@@ -137,7 +138,15 @@ impl Exchange<'_> {
         };
         match self.send(upstream_req).await {
             Sent::Response(resp) => self.upstream_response(resp).await,
-            Sent::Cached(hit) => self.respond_from_cache(hit),
+            Sent::Cached(hit) => {
+                if std::mem::take(&mut self.body_pending) {
+                    self.target
+                        .upstream
+                        .group
+                        .note(self.server, AttemptResult::Ok);
+                }
+                self.respond_from_cache(hit)
+            }
             Sent::Failed(err) => {
                 let local = self.upstream_failure(&err);
                 self.answer(local)

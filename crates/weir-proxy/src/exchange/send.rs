@@ -120,12 +120,16 @@ impl Exchange<'_> {
                 .await
             {
                 Ok(resp) => {
-                    let result = if resp.status().is_server_error() {
-                        AttemptResult::ServerError
+                    if resp.status().is_server_error() {
+                        group.record(server, AttemptResult::ServerError);
+                    } else if http_body::Body::is_end_stream(resp.body()) {
+                        group.record(server, AttemptResult::Ok);
                     } else {
-                        AttemptResult::Ok
-                    };
-                    group.record(server, result);
+                        // Whether the failure streak ends waits for the
+                        // body (see `Exchange::upstream_response`).
+                        group.record_head(server);
+                        self.body_pending = true;
+                    }
                     return Ok(resp);
                 }
                 Err(failure) => failure,

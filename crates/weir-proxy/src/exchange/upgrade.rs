@@ -44,7 +44,7 @@ use crate::io::TunnelOnConn;
 use crate::metrics::InFlight;
 use crate::outcome::Outcome;
 use crate::route::Route;
-use crate::tunnel::{self, TunnelEnd};
+use crate::tunnel::{self, Side, TunnelEnd};
 use crate::upstream::PooledBody;
 
 /// `Sec-WebSocket-Key` (RFC 6455 §11.3.1).
@@ -338,14 +338,29 @@ impl Sides {
             .bytes_in
             .fetch_add(stats.bytes_in, Ordering::Relaxed);
         let outcome = match stats.end {
-            TunnelEnd::Closed => Outcome::Ok,
+            TunnelEnd::Closed => {
+                record.reason = Some("tunnel closed".to_owned());
+                Outcome::Ok
+            }
             TunnelEnd::IdleTimeout { ms } => {
                 record.reason = Some(format!("tunnel idle: no byte moved for {ms} ms"));
                 Outcome::Ok
             }
             TunnelEnd::Shutdown => Outcome::Shutdown,
-            TunnelEnd::Failed(e) => {
-                record.reason = Some(format!("tunnel: {e}"));
+            TunnelEnd::Failed {
+                side: Side::Client,
+                error,
+            } => {
+                // The client reset or dropped its connection: not the
+                // upstream's failure.
+                record.reason = Some(format!("tunnel: client side: {error}"));
+                Outcome::ClientAborted
+            }
+            TunnelEnd::Failed {
+                side: Side::Upstream,
+                error,
+            } => {
+                record.reason = Some(format!("tunnel: upstream side: {error}"));
                 Outcome::UpstreamError
             }
         };

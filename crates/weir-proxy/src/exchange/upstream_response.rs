@@ -8,6 +8,8 @@ use weir_stream::body::HttpBodySource;
 
 use super::context::Exchange;
 use super::local::Local;
+use crate::access_log::{BodyBlame, BodyEnd};
+use crate::balance::AttemptResult;
 use crate::body::idle::IdleTimeout;
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::headers;
@@ -40,6 +42,12 @@ impl Exchange<'_> {
         if !empty && let Err(e) = body.read_ahead().await {
             // Nothing of the response left yet: the client can still get a
             // 502 rather than a head with no body (or an empty reply).
+            if std::mem::take(&mut self.body_pending) {
+                self.target
+                    .upstream
+                    .group
+                    .note(self.server, AttemptResult::Failed);
+            }
             let why = crate::upstream::error_chain(&e);
             tracing::warn!(target: "weir::proxy", upstream = %self.target.upstream.name, "upstream body failed before its first byte: {why}");
             self.record.reason = Some(format!("upstream body failed before its first byte: {why}"));
@@ -62,6 +70,13 @@ impl Exchange<'_> {
                 empty,
             ),
         };
+        let composed = self
+            .ssr
+            .as_ref()
+            .is_some_and(|ssr| ssr.is_template(&parts.headers));
+        if std::mem::take(&mut self.body_pending) {
+            self.note_body_end(empty || composed);
+        }
         let (source, no_body) = match self.ssr.take() {
             Some(ssr) if ssr.is_template(&parts.headers) => {
                 let url = ssr.template_url.clone().unwrap_or_default();
@@ -73,5 +88,31 @@ impl Exchange<'_> {
             _ => (source, no_body),
         };
         self.respond(parts, source, no_body)
+    }
+}
+
+impl Exchange<'_> {
+    /// Tells the server's failure streak how the response body ends: now,
+    /// as an ok attempt, when `now` (no body, or a template the SSR
+    /// composer reads, whose page's failures are the fragments' as much as
+    /// the template's); else when the body ends (see [`BodyBlame`]).
+    fn note_body_end(&mut self, now: bool) {
+        let group = std::sync::Arc::clone(&self.target.upstream.group);
+        let server = self.server;
+        if now {
+            group.note(server, AttemptResult::Ok);
+            return;
+        }
+        self.record.body_blame = Some(BodyBlame(Box::new(move |end| {
+            let result = match end {
+                BodyEnd::Clean => {
+                    group.note(server, AttemptResult::Ok);
+                    return;
+                }
+                BodyEnd::Failed => AttemptResult::Failed,
+                BodyEnd::TimedOut => AttemptResult::Timeout,
+            };
+            group.record(server, result);
+        })));
     }
 }

@@ -1,6 +1,6 @@
 //! The upstream client: a pool of HTTP/1.1 connections or one HTTP/2
 //! connection per upstream server over hyper's connection API, over TCP or
-//! TLS ([`tls`]), its deadlines, and the classification of its failures
+//! TLS (the `tls` module), its deadlines, and the classification of its failures
 //! into 502 and 504.
 
 mod body;
