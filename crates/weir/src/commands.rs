@@ -337,13 +337,22 @@ fn describe(config: &Config) -> String {
 /// the access log goes.
 pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> {
     let mut config = load(path)?;
-    let _log = log.init(&config.server.access_log)?;
+    let log_guard = log.init(&config.server.access_log)?;
+    let reopener = log_guard.reopener();
     runtime(config.server.workers)?.block_on(async move {
         // Installed before anything listens: from then on SIGHUP reloads
         // instead of ending the process.
         #[cfg(unix)]
         let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("cannot listen for SIGHUP")?;
+        // SIGUSR1 reopens the access log file (log rotation); without a
+        // file it is logged and ignored rather than ending the process.
+        #[cfg(unix)]
+        {
+            let usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+                .context("cannot listen for SIGUSR1")?;
+            tokio::spawn(reopen_on_usr1(usr1, reopener));
+        }
         let mut origins: Vec<OriginHandle> = Vec::new();
         let mut starts = Vec::new();
         let mut embedded = Vec::new();
@@ -410,6 +419,25 @@ pub fn origin(listen: SocketAddr, root: PathBuf, workers: Option<usize>) -> anyh
         weir_origin::serve(listener, OriginConfig { root }, shutdown_signal()).await?;
         Ok(())
     })
+}
+
+/// Reopens the access log file on each SIGUSR1.
+#[cfg(unix)]
+async fn reopen_on_usr1(
+    mut signals: tokio::signal::unix::Signal,
+    reopener: Option<logging::Reopener>,
+) {
+    while signals.recv().await.is_some() {
+        match &reopener {
+            Some(r) => {
+                tracing::info!("SIGUSR1 received: reopening the access log file");
+                r.reopen();
+            }
+            None => {
+                tracing::info!("SIGUSR1 received: the access log is not a file, nothing to reopen")
+            }
+        }
+    }
 }
 
 /// Reloads the config on each SIGHUP (the reloader logs the outcome).

@@ -1,9 +1,12 @@
 //! Log setup: text or JSON lines on stderr, filtered by `--log-level` or
 //! `RUST_LOG`; the access log (target `weir::access`) with them, off, or
-//! in a file of its own (`[server] access_log`).
+//! in a file of its own (`[server] access_log`), reopened on request
+//! (SIGUSR1, for log rotation).
 
 use std::io::IsTerminal as _;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context as _;
 use tracing::Metadata;
@@ -34,6 +37,29 @@ pub struct Options {
 #[must_use = "the access log file is written only while the guard lives"]
 pub struct Guard {
     _worker: Option<WorkerGuard>,
+    reopen: Option<Arc<AtomicBool>>,
+}
+
+impl Guard {
+    /// A handle that makes the access log file reopen, or `None` when the
+    /// access log is not a file.
+    pub fn reopener(&self) -> Option<Reopener> {
+        self.reopen.clone().map(Reopener)
+    }
+}
+
+/// Makes the access log file's writer reopen its file by its path before
+/// it writes the next line: after `logrotate` renamed the file, the lines
+/// go to a new file of the configured name. Lines already written stay in
+/// the renamed one; none is lost.
+#[derive(Debug, Clone)]
+pub struct Reopener(Arc<AtomicBool>);
+
+impl Reopener {
+    /// Asks for the reopen (done by the writer thread, at its next line).
+    pub fn reopen(&self) {
+        self.0.store(true, Ordering::Release);
+    }
 }
 
 impl Options {
@@ -67,27 +93,33 @@ impl Options {
             .layer(std::io::stderr, std::io::stderr().is_terminal())
             .with_filter(not_access)
             .with_filter(filter);
-        let (file, guard) = match access {
+        let (file, guard, reopen) = match access {
             AccessLogTarget::File(path) => {
+                let file = AccessFile::open(path)?;
+                let reopen = Arc::clone(&file.reopen);
                 let (writer, guard) = NonBlockingBuilder::default()
                     .lossy(false)
                     .buffered_lines_limit(ACCESS_FILE_BACKLOG_LINES)
                     .thread_name("weir-access-log")
-                    .finish(AccessFile::open(path)?);
+                    .finish(file);
                 let only_access = Targets::new().with_target(ACCESS_TARGET, tracing::Level::INFO);
                 (
                     Some(self.layer(writer, false).with_filter(only_access)),
                     Some(guard),
+                    Some(reopen),
                 )
             }
-            AccessLogTarget::Stderr | AccessLogTarget::Off => (None, None),
+            AccessLogTarget::Stderr | AccessLogTarget::Off => (None, None, None),
         };
         tracing_subscriber::registry()
             .with(stderr)
             .with(file)
             .try_init()
             .context("cannot install the log subscriber")?;
-        Ok(Guard { _worker: guard })
+        Ok(Guard {
+            _worker: guard,
+            reopen,
+        })
     }
 
     /// A formatting layer writing to `writer`, in the chosen format.
@@ -113,25 +145,47 @@ struct AccessFile {
     file: std::fs::File,
     path: std::path::PathBuf,
     failing: bool,
+    /// Set by [`Guard::reopen_access_log`]; the next write reopens first.
+    reopen: Arc<AtomicBool>,
+}
+
+/// Opens `path` for appending, creating it.
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 impl AccessFile {
     fn open(path: &Path) -> anyhow::Result<AccessFile> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| {
-                format!(
-                    "cannot open the access log {} (server.access_log)",
-                    path.display()
-                )
-            })?;
+        let file = open_append(path).with_context(|| {
+            format!(
+                "cannot open the access log {} (server.access_log)",
+                path.display()
+            )
+        })?;
         Ok(AccessFile {
             file,
             path: path.to_owned(),
             failing: false,
+            reopen: Arc::new(AtomicBool::new(false)),
         })
+    }
+
+    /// Reopens the file by its path when asked to. A file that cannot be
+    /// opened is said on stderr, and the lines keep going to the old one.
+    fn reopen_if_asked(&mut self) {
+        if !self.reopen.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        match open_append(&self.path) {
+            Ok(file) => self.file = file,
+            Err(e) => eprintln!(
+                "weir: cannot reopen the access log {}: {e}; its lines still go to the file it had open",
+                self.path.display()
+            ),
+        }
     }
 
     /// Says a failed write on stderr, once until a write works again.
@@ -159,11 +213,13 @@ impl AccessFile {
 
 impl std::io::Write for AccessFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.reopen_if_asked();
         let result = self.file.write(buf);
         self.report(result, true)
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.reopen_if_asked();
         let result = self.file.write_all(buf);
         self.report(result, true)
     }

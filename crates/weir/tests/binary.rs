@@ -263,6 +263,47 @@ fn access_log_file_gets_every_line_and_stderr_none() {
 }
 
 #[test]
+fn sigusr1_reopens_the_access_log_file_after_it_was_renamed() {
+    let mut weir = WeirProcess::start(&config_with_access_log("access.log"));
+    let file = weir.log.with_file_name("access.log");
+    let rotated = weir.log.with_file_name("access.log.1");
+    let get = |path: &str| {
+        let out = curl(&["-o", "/dev/null", &weir.url(path)]);
+        assert!(out.status.success());
+    };
+    get("/bytes/1");
+    // The line is written by a background thread: wait for it.
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(&file).map_or(0, |t| t.lines().count()) < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "first line never written"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::rename(&file, &rotated).expect("rotate");
+    weir.signal("USR1");
+    let start = std::time::Instant::now();
+    while !weir.log_text().contains("reopening the access log") {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{}",
+            weir.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    get("/bytes/2");
+    weir.signal("TERM");
+    assert!(weir.wait_exit(Duration::from_secs(15)).success());
+    let old = access_lines(&std::fs::read_to_string(&rotated).expect("rotated file"));
+    let new = access_lines(&std::fs::read_to_string(&file).expect("reopened file"));
+    assert_eq!(old.len(), 1, "{old:#?}");
+    assert_eq!(old[0]["path"], "/bytes/1");
+    assert_eq!(new.len(), 1, "{new:#?}");
+    assert_eq!(new[0]["path"], "/bytes/2");
+}
+
+#[test]
 fn access_log_off_writes_no_line() {
     let weir = WeirProcess::start(&config_with_access_log("off"));
     let out = curl(&["-o", "/dev/null", &weir.url("/bytes/10")]);
