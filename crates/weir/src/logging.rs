@@ -145,7 +145,7 @@ struct AccessFile {
     file: std::fs::File,
     path: std::path::PathBuf,
     failing: bool,
-    /// Set by [`Guard::reopen_access_log`]; the next write reopens first.
+    /// Set by [`Reopener::reopen`]; the next write reopens first.
     reopen: Arc<AtomicBool>,
 }
 

@@ -7,7 +7,7 @@ use http::HeaderMap;
 use http_body::SizeHint;
 use http_body_util::{Either, Empty};
 use weir_stream::body::SourceBody;
-use weir_stream::{BatchBuf, BatchResult, Chain, Pipeline, Source};
+use weir_stream::{BatchBuf, BatchResult, CancelToken, Chain, Pipeline, Source};
 
 use crate::access_log::RequestTally;
 use crate::body::idle::ClientBody;
@@ -25,7 +25,40 @@ use crate::body_log::BodyLog;
 pub type RequestBody = Either<Box<StreamedRequestBody>, Empty<BatchBuf>>;
 
 /// The client's body as streamed upstream.
-pub type StreamedRequestBody = SourceBody<Outgoing>;
+pub type StreamedRequestBody = SourceBody<Stoppable>;
+
+/// A request body the exchange can stop sending: when the upstream gave
+/// its final answer before it read the whole body (a `413` or `401` to an
+/// upload), the rest is not sent; the body fails, so that the half-written
+/// connection is closed, never pooled.
+#[derive(Debug)]
+pub struct Stoppable {
+    inner: Outgoing,
+    stop: CancelToken,
+}
+
+impl Source for Stoppable {
+    #[inline]
+    fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
+        let this = self.get_mut();
+        if let Poll::Ready(reason) = this.stop.poll_cancelled(cx) {
+            return Poll::Ready(Some(Err(reason)));
+        }
+        Pin::new(&mut this.inner).poll_next_batch(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn take_trailers(self: Pin<&mut Self>) -> Option<HeaderMap> {
+        Pin::new(&mut self.get_mut().inner).take_trailers()
+    }
+}
 
 /// The client's body through the body log and the byte tally.
 pub type RequestPipeline = Pipeline<RequestSource, Chain<BodyLog, RequestTally>>;
@@ -45,21 +78,30 @@ pub enum Outgoing {
 }
 
 impl Outgoing {
-    /// The upstream body of `pipeline`, sent once.
-    pub fn once(pipeline: RequestPipeline) -> RequestBody {
-        Either::Left(Box::new(SourceBody::new(Outgoing::Once(pipeline))))
+    /// The upstream body of `pipeline`, sent once, stopped when `stop`
+    /// fires.
+    pub fn once(pipeline: RequestPipeline, stop: CancelToken) -> RequestBody {
+        Outgoing::Once(pipeline).stoppable(stop)
     }
 
     /// The upstream body of `pipeline` kept for retries up to `cap` bytes,
     /// and its tape.
-    pub fn taped(pipeline: RequestPipeline, cap: u64) -> (RequestBody, Tape<RequestPipeline>) {
+    pub fn taped(
+        pipeline: RequestPipeline,
+        cap: u64,
+        stop: CancelToken,
+    ) -> (RequestBody, Tape<RequestPipeline>) {
         let (tape, reader) = Tape::new(pipeline, cap);
-        (Outgoing::reader(reader), tape)
+        (Outgoing::reader(reader, stop), tape)
     }
 
     /// The upstream body of a rewound tape `reader`.
-    pub fn reader(reader: TapeReader<RequestPipeline>) -> RequestBody {
-        Either::Left(Box::new(SourceBody::new(Outgoing::Taped(reader))))
+    pub fn reader(reader: TapeReader<RequestPipeline>, stop: CancelToken) -> RequestBody {
+        Outgoing::Taped(reader).stoppable(stop)
+    }
+
+    fn stoppable(self, stop: CancelToken) -> RequestBody {
+        Either::Left(Box::new(SourceBody::new(Stoppable { inner: self, stop })))
     }
 }
 

@@ -64,6 +64,9 @@ pub(crate) struct Exchange<'p> {
     /// The attempt's response head was fine and its body is to come: the
     /// server's failure streak waits for the body's end.
     pub(crate) body_pending: bool,
+    /// Stops sending the request body upstream (see
+    /// [`crate::body::request::Stoppable`]); `None` without a body.
+    pub(crate) upload_stop: Option<weir_stream::CancelToken>,
 }
 
 impl<'p> Exchange<'p> {
@@ -101,6 +104,7 @@ impl<'p> Exchange<'p> {
             tape: None,
             grpc: super::grpc::is_grpc(req.headers()),
             body_pending: false,
+            upload_stop: None,
         }
     }
 

@@ -65,10 +65,13 @@ impl Admitted<'_> {
     pub(crate) fn send(self, parts: &http::request::Parts, forward_path: &str, proxy: &Proxy) {
         let m = self.mirror;
         let body = match self.body {
-            Some(source) => Outgoing::once(pull(
-                source,
-                BodyLog::off().then(RequestTally::new(Arc::default())),
-            )),
+            Some(source) => Outgoing::once(
+                pull(
+                    source,
+                    BodyLog::off().then(RequestTally::new(Arc::default())),
+                ),
+                weir_stream::CancelToken::new(),
+            ),
             None => Either::Right(Empty::new()),
         };
         let mut req: Request<RequestBody> = Request::new(body);

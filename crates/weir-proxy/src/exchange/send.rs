@@ -177,7 +177,9 @@ impl Exchange<'_> {
     /// the body cannot be sent whole again (over `retry_body_bytes`).
     fn again(&self, head: &HeadCopy) -> Option<Request<RequestBody>> {
         let body = match &self.tape {
-            Some(tape) => Outgoing::reader(tape.rewind()?),
+            Some(tape) => {
+                Outgoing::reader(tape.rewind()?, self.upload_stop.clone().unwrap_or_default())
+            }
             None => Either::Right(Empty::new()),
         };
         Some(head.request(body))

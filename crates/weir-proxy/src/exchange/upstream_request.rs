@@ -83,13 +83,15 @@ impl Exchange<'_> {
                 };
                 let tally = RequestTally::new(self.record.counters().clone());
                 let pipeline = pull(source, body_log.then(tally));
+                let stop = weir_stream::CancelToken::new();
+                self.upload_stop = Some(stop.clone());
                 match self.retry_body_cap(&parts) {
                     Some(cap) => {
-                        let (body, tape) = Outgoing::taped(pipeline, cap);
+                        let (body, tape) = Outgoing::taped(pipeline, cap, stop);
                         self.tape = Some(tape);
                         body
                     }
-                    None => Outgoing::once(pipeline),
+                    None => Outgoing::once(pipeline, stop),
                 }
             }
             None => Either::Right(Empty::new()),

@@ -53,6 +53,18 @@ impl Exchange<'_> {
             self.record.reason = Some(format!("upstream body failed before its first byte: {why}"));
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
         }
+        if status.as_u16() >= 400
+            && let Some(stop) = self.upload_stop.take()
+        {
+            // A final error answer: the upstream wants no more of the
+            // request body (RFC 9112 §9.6 lets it answer early), so it is
+            // no longer sent once the answer is read.
+            if empty {
+                stop.cancel("the upstream answered before reading the whole request body");
+            } else {
+                body.stop_upload_at_end(stop);
+            }
+        }
         let source = if empty {
             // Dropping an ended (or bodiless) upstream body keeps its connection poolable.
             drop(body);

@@ -32,6 +32,9 @@ pin_project! {
         // the body small.
         ahead: Option<Bytes>,
         ahead_trailers: Option<Box<http::HeaderMap>>,
+        // Fired when this body ends or fails: stops a request body the
+        // upstream answered before reading (see `stop_upload_at_end`).
+        stop_upload: Option<weir_stream::CancelToken>,
     }
 }
 
@@ -57,6 +60,7 @@ impl PooledBody {
             conn,
             ahead: None,
             ahead_trailers: None,
+            stop_upload: None,
         }
     }
 
@@ -104,6 +108,19 @@ impl PooledBody {
         .await
     }
 
+    /// Fires `stop` when this body ends or fails: the upstream gave its
+    /// final answer before reading the whole request body, so the rest of
+    /// it is not sent once the answer is read (the connection, half
+    /// written, then closes instead of going back to the pool).
+    pub(crate) fn stop_upload_at_end(&mut self, stop: weir_stream::CancelToken) {
+        if self.inner.is_end_stream() {
+            // Already read to its end (with the head, or by `read_ahead`).
+            stop.cancel("the upstream answered before reading the whole request body");
+        } else {
+            self.stop_upload = Some(stop);
+        }
+    }
+
     /// The next frame of the connection, its pool bookkeeping done.
     fn poll_inner(
         self: Pin<&mut Self>,
@@ -111,11 +128,23 @@ impl PooledBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let mut this = self.project();
         let polled = this.inner.as_mut().poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) => give_back(this.conn),
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => give_back(this.conn),
-            Poll::Ready(Some(Err(_))) => drop(this.conn.take()),
-            _ => {}
+        let ended = match &polled {
+            Poll::Ready(None) => {
+                give_back(this.conn);
+                true
+            }
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => {
+                give_back(this.conn);
+                true
+            }
+            Poll::Ready(Some(Err(_))) => {
+                drop(this.conn.take());
+                true
+            }
+            _ => false,
+        };
+        if ended && let Some(stop) = this.stop_upload.take() {
+            stop.cancel("the upstream answered before reading the whole request body");
         }
         polled
     }
@@ -132,6 +161,7 @@ impl PooledBody {
             conn: None,
             ahead: None,
             ahead_trailers: None,
+            stop_upload: None,
         }
     }
 }
