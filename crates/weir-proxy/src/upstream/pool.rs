@@ -111,9 +111,13 @@ impl ServerPool {
         }))
     }
 
-    /// Whether the pool was made with TLS settings `tls` (always for `http`).
+    /// Whether the pool serves a request for TLS settings `tls`: always
+    /// for `http`, and for `None` (a caller that takes the server's pool
+    /// as it is: health checks, SSR and mirror requests); else when the
+    /// pool was made with equal settings.
     pub(crate) fn made_with(&self, tls: Option<&crate::config::UpstreamTls>) -> bool {
-        self.scheme != Scheme::HTTPS || self.tls_settings.as_ref() == tls
+        self.scheme != Scheme::HTTPS
+            || tls.is_none_or(|t| self.tls_settings.as_ref() == Some(t))
     }
 
     /// `http` or `https`, as the upstream URL gives it.
