@@ -116,8 +116,7 @@ impl ServerPool {
     /// as it is: health checks, SSR and mirror requests); else when the
     /// pool was made with equal settings.
     pub(crate) fn made_with(&self, tls: Option<&crate::config::UpstreamTls>) -> bool {
-        self.scheme != Scheme::HTTPS
-            || tls.is_none_or(|t| self.tls_settings.as_ref() == Some(t))
+        self.scheme != Scheme::HTTPS || tls.is_none_or(|t| self.tls_settings.as_ref() == Some(t))
     }
 
     /// `http` or `https`, as the upstream URL gives it.
