@@ -22,61 +22,26 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::access_log::{access_line, access_log};
+use common::certs::{self, Ca, ca};
 use common::*;
 use http::{HeaderValue, Request, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-/// A test CA: its certificate on disk, and the issuer that signs leaves.
-struct Ca {
-    pem: PathBuf,
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-fn ca(dir: &Path, name: &str) -> Ca {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, format!("Weir upstream test CA {name}"));
-    let issuer =
-        CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("CA");
-    let pem = dir.join(format!("{name}-ca.pem"));
-    std::fs::write(&pem, issuer.pem()).expect("write CA");
-    Ca { pem, issuer }
-}
-
-/// A leaf for `names` (DNS names or IP addresses) signed by `ca`, written
-/// as `{file}.pem` (the leaf, then the CA) and `{file}.key`; `expired`
-/// makes it valid in 2020 only.
+/// A leaf signed by `ca` (see `common::certs`); `expired` makes it valid
+/// in 2020 only.
 fn leaf(dir: &Path, ca: &Ca, file: &str, names: &[&str], expired: bool) -> (PathBuf, PathBuf) {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.distinguished_name.push(DnType::CommonName, names[0]);
-    params.subject_alt_names = names
-        .iter()
-        .map(|n| match n.parse() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName((*n).try_into().expect("dns name")),
-        })
-        .collect();
     if expired {
-        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2020, 12, 31);
+        certs::expired_leaf(dir, ca, file, names)
+    } else {
+        certs::leaf(dir, ca, file, names)
     }
-    let key = KeyPair::generate().expect("key");
-    let cert = params.signed_by(&key, &ca.issuer).expect("sign");
-    let cert_path = dir.join(format!("{file}.pem"));
-    let key_path = dir.join(format!("{file}.key"));
-    std::fs::write(&cert_path, format!("{}{}", cert.pem(), ca.issuer.pem())).expect("write");
-    std::fs::write(&key_path, key.serialize_pem()).expect("write");
-    (cert_path, key_path)
 }
 
 /// A TLS origin on a free port of 127.0.0.1.

@@ -27,6 +27,21 @@ pub fn ca(dir: &Path, name: &str) -> Ca {
 /// A leaf for `names` (DNS names, or IP addresses) signed by `ca`, written
 /// as `{file}.pem` (the leaf, then the CA) and `{file}.key`.
 pub fn leaf(dir: &Path, ca: &Ca, file: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+    signed_leaf(dir, ca, file, names, false)
+}
+
+/// [`leaf`], valid in 2020 only: expired.
+pub fn expired_leaf(dir: &Path, ca: &Ca, file: &str, names: &[&str]) -> (PathBuf, PathBuf) {
+    signed_leaf(dir, ca, file, names, true)
+}
+
+fn signed_leaf(
+    dir: &Path,
+    ca: &Ca,
+    file: &str,
+    names: &[&str],
+    expired: bool,
+) -> (PathBuf, PathBuf) {
     let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
     params.distinguished_name.push(DnType::CommonName, names[0]);
     params.subject_alt_names = names
@@ -36,6 +51,10 @@ pub fn leaf(dir: &Path, ca: &Ca, file: &str, names: &[&str]) -> (PathBuf, PathBu
             Err(_) => SanType::DnsName((*n).try_into().expect("dns name")),
         })
         .collect();
+    if expired {
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 12, 31);
+    }
     let key = KeyPair::generate().expect("key");
     let cert = params.signed_by(&key, &ca.issuer).expect("sign");
     let cert_path = dir.join(format!("{file}.pem"));
