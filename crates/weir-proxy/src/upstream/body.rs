@@ -13,6 +13,10 @@ use pin_project_lite::pin_project;
 use super::connect::Sender;
 use super::pool::ServerPool;
 
+/// How long [`PooledBody::read_ahead`] waits for a first body frame that
+/// did not come with the head: 1 ms, the most a slow body's head is held.
+pub(crate) const READ_AHEAD_WAIT: std::time::Duration = std::time::Duration::from_millis(1);
+
 pin_project! {
     /// The body of an upstream response, `Incoming` with its connection
     /// (an HTTP/1.1 one; none for a stream of an HTTP/2 connection).
@@ -69,10 +73,12 @@ impl PooledBody {
     /// chunk-size line, or the connection closed, sent with the head)
     /// fails here, while the response head can still become a 502.
     ///
-    /// It never waits on a timer: the body is polled, and when nothing is
-    /// there yet the task yields once (so that a connection task that has
-    /// the bytes but runs on another worker can hand them over) and polls
-    /// again. A first frame that is not there by then is not waited for.
+    /// The body is polled at once; when nothing is there yet the task
+    /// yields once (so that a connection task that has the bytes can hand
+    /// them over) and polls again, and only then waits for the first frame
+    /// for at most [`READ_AHEAD_WAIT`]. A first frame that is not there by
+    /// then is not waited for: the head goes out and the body follows. A
+    /// body that was read with its head never reaches the timer.
     ///
     /// # Errors
     /// The body's error, when it had already failed; the connection is
@@ -86,6 +92,13 @@ impl PooledBody {
             tokio::task::yield_now().await;
             first = self.poll_ready_frame().await;
         }
+        if first.is_none() {
+            // The connection task may run on another worker that is busy:
+            // give it a bounded moment rather than a single scheduling turn.
+            first = tokio::time::timeout(READ_AHEAD_WAIT, self.next_frame())
+                .await
+                .ok();
+        }
         match first {
             Some(Some(Err(e))) => Err(e),
             Some(Some(Ok(frame))) => {
@@ -97,6 +110,11 @@ impl PooledBody {
             }
             Some(None) | None => Ok(()),
         }
+    }
+
+    /// The connection's next frame, waited for.
+    async fn next_frame(&mut self) -> Option<Result<Frame<Bytes>, hyper::Error>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_inner(cx)).await
     }
 
     /// One poll of the connection: `None` when nothing is there yet.
