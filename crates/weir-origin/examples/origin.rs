@@ -26,5 +26,5 @@ async fn main() -> std::io::Result<()> {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    serve(listener, OriginConfig { root }, ctrl_c).await
+    serve(listener, OriginConfig::new(root), ctrl_c).await
 }

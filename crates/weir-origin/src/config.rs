@@ -11,9 +11,26 @@ pub struct OriginConfig {
     /// subdirectory holds the markup `/fragment/{name}` serves. Relative
     /// paths are resolved against the process's working directory.
     pub root: PathBuf,
+    /// Whether the test and load-test endpoints answer (`/bytes`,
+    /// `/stream`, `/status`, `/delay`, `/abort`, `/echo`, `/sse`, `/page`,
+    /// `/trailers`, `/response-headers`, and `/fragment`'s `bytes`,
+    /// `fail_after` and `include` parameters). Off, their paths are
+    /// static-file paths (so `404` unless such a file exists), those
+    /// parameters are a `400`, and the origin serves only its files and
+    /// fragment markup: what a public demo needs, nothing that makes it
+    /// send gigabytes or hold connections for minutes on request.
+    pub test_endpoints: bool,
 }
 
 impl OriginConfig {
+    /// Serves `root` with every endpoint on.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            test_endpoints: true,
+        }
+    }
+
     /// Checks that [`root`](Self::root) is an existing directory.
     ///
     /// # Errors

@@ -51,6 +51,16 @@ pub enum OriginError {
         key: &'static str,
     },
 
+    /// A test-only parameter asked of an origin run with its test
+    /// endpoints off ([`crate::OriginConfig::test_endpoints`]).
+    #[error(
+        "query parameter `{key}` is for tests only, and this origin runs with test_endpoints = false"
+    )]
+    TestOnlyParameter {
+        /// The parameter.
+        key: &'static str,
+    },
+
     /// `/status/{code}` was asked for an informational (1xx) status, which
     /// cannot be a final response.
     #[error("status {code} is informational (1xx) and cannot be a final response")]
@@ -169,6 +179,7 @@ impl OriginError {
             | Self::OutOfRange { .. }
             | Self::UnknownParameter { .. }
             | Self::DuplicateParameter { .. }
+            | Self::TestOnlyParameter { .. }
             | Self::InformationalStatus { .. }
             | Self::InvalidHeader { .. }
             | Self::InvalidFragmentName { .. }

@@ -63,6 +63,12 @@ impl<'a> Route<'a> {
     fn is_get_only(self) -> bool {
         !matches!(self, Self::Echo | Self::Files)
     }
+
+    /// Whether the route is a test or load-test endpoint (off unless
+    /// [`OriginConfig::test_endpoints`]).
+    fn is_test_only(self) -> bool {
+        !matches!(self, Self::Fragment(_) | Self::Files)
+    }
 }
 
 /// Routes requests to the endpoints and the static files.
@@ -70,6 +76,7 @@ impl<'a> Route<'a> {
 pub(crate) struct Router {
     files: Files,
     fragments: Fragments,
+    test_endpoints: bool,
 }
 
 impl Router {
@@ -78,7 +85,8 @@ impl Router {
     pub(crate) fn new(config: &OriginConfig) -> Self {
         Self {
             files: Files::new(&config.root),
-            fragments: Fragments::new(&config.root),
+            fragments: Fragments::new(&config.root, config.test_endpoints),
+            test_endpoints: config.test_endpoints,
         }
     }
 
@@ -90,7 +98,10 @@ impl Router {
     pub(crate) async fn handle(&self, request: Request<Incoming>) -> Response<OriginBody> {
         // Cloning a `Uri` bumps reference counts; it frees `request` to move.
         let uri: Uri = request.uri().clone();
-        let route = Route::of(uri.path());
+        let mut route = Route::of(uri.path());
+        if !self.test_endpoints && route.is_test_only() {
+            route = Route::Files;
+        }
         if route.is_get_only() && !matches!(*request.method(), Method::GET | Method::HEAD) {
             return reply::method_not_allowed("GET, HEAD");
         }

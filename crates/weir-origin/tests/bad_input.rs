@@ -105,3 +105,31 @@ async fn endpoints_other_than_echo_refuse_other_methods() {
     }
     origin.shutdown().await;
 }
+
+/// With the test endpoints off, `/fragment`'s test-only parameters are a
+/// `400` that says why (the endpoints themselves are `404`, tested through
+/// the proxy in `weir`'s reload tests).
+#[tokio::test]
+async fn test_only_fragment_parameters_are_400_when_test_endpoints_are_off() {
+    let config = weir_origin::OriginConfig {
+        test_endpoints: false,
+        ..weir_origin::OriginConfig::new(common::fixtures_dir())
+    };
+    let origin = weir_origin::spawn(([127, 0, 0, 1], 0).into(), config)
+        .await
+        .expect("spawn");
+    const OFF: &[(&str, &str)] = &[
+        ("/fragment/nav?bytes=1", "for tests only"),
+        ("/fragment/nav?fail_after=0", "for tests only"),
+        ("/fragment/nav?include=/fragment/nav", "for tests only"),
+    ];
+    for (proto, client) in both_clients() {
+        assert_bad_requests(&client, &origin, proto, OFF).await;
+    }
+    let response = get(
+        &h1_client(),
+        &url(&origin, "/fragment/nav?delay_ms=1&chunks=2"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+}

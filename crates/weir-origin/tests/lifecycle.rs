@@ -82,9 +82,7 @@ async fn drain_gives_up_after_five_seconds() {
     let listener = TcpListener::bind(localhost()).await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = oneshot::channel::<()>();
-    let config = OriginConfig {
-        root: fixtures_dir(),
-    };
+    let config = OriginConfig::new(fixtures_dir());
     let server = tokio::spawn(serve(listener, config, async move {
         let _ = stopped.await;
     }));
@@ -112,17 +110,13 @@ async fn dropping_the_handle_stops_the_server() {
 
 #[tokio::test]
 async fn missing_root_is_an_error() {
-    let config = OriginConfig {
-        root: fixtures_dir().join("no-such-dir"),
-    };
+    let config = OriginConfig::new(fixtures_dir().join("no-such-dir"));
     let err = weir_origin::spawn(localhost(), config)
         .await
         .expect_err("missing root refused");
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 
-    let file_root = OriginConfig {
-        root: fixtures_dir().join("data.json"),
-    };
+    let file_root = OriginConfig::new(fixtures_dir().join("data.json"));
     let listener = TcpListener::bind(localhost()).await.expect("bind");
     let err = serve(listener, file_root, std::future::pending())
         .await

@@ -218,7 +218,7 @@ async fn a_kept_small_file_is_the_same_answer_and_an_edit_shows_within_a_second(
     std::fs::write(&file, b"first version\n").expect("write");
     let origin = weir_origin::spawn(
         "127.0.0.1:0".parse().expect("addr"),
-        weir_origin::OriginConfig { root: root.clone() },
+        weir_origin::OriginConfig::new(root.clone()),
     )
     .await
     .expect("origin");

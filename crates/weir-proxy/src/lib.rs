@@ -47,5 +47,5 @@ pub mod upstream;
 
 pub use config::Config;
 pub use proxy::Proxy;
-pub use reload::{ReloadError, ReloadSummary, Reloader};
+pub use reload::{ReloadError, ReloadSummary, Reloader, StartedOrigin};
 pub use server::Server;

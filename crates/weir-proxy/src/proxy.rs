@@ -79,7 +79,7 @@ pub struct Rebuilt {
 fn server_specs(u: &Upstream) -> Result<&[ServerSpec], ProxyError> {
     match &u.target {
         UpstreamTarget::Servers(servers) => Ok(servers),
-        UpstreamTarget::Embedded { .. } => Err(ProxyError::UnresolvedEmbedded {
+        UpstreamTarget::Embedded(_) => Err(ProxyError::UnresolvedEmbedded {
             name: u.name.clone(),
         }),
     }
@@ -418,7 +418,7 @@ pub(crate) fn group(
 ) -> Result<UpstreamGroup, ProxyError> {
     let specs: &[ServerSpec] = match &u.target {
         UpstreamTarget::Servers(servers) => servers,
-        UpstreamTarget::Embedded { .. } => &[],
+        UpstreamTarget::Embedded(_) => &[],
     };
     let servers = specs
         .iter()

@@ -45,6 +45,15 @@ pub enum ReloadError {
         /// The upstream's name.
         name: String,
     },
+    /// An `origin = "embedded"` upstream whose `root` or `test_endpoints`
+    /// changed: its origin runs with the settings it started with.
+    #[error(
+        "upstream {name:?}: the embedded origin's root or test_endpoints changed, which a reload cannot apply; restart weir to change them"
+    )]
+    ChangedEmbedded {
+        /// The upstream's name.
+        name: String,
+    },
     /// rustls refused a listener's TLS settings.
     #[error("cannot set up TLS on listener {addr}: {source}")]
     Tls {
@@ -114,12 +123,24 @@ impl std::fmt::Display for ReloadSummary {
     }
 }
 
+/// An embedded origin the binary started for an upstream (the proxy
+/// crate does not run origins itself).
+#[derive(Debug, Clone)]
+pub struct StartedOrigin {
+    /// The upstream's name.
+    pub upstream: String,
+    /// Where the origin listens.
+    pub addr: SocketAddr,
+    /// What it was started with.
+    pub settings: crate::config::EmbeddedOrigin,
+}
+
 /// Reloads the config of one running [`crate::Server`] (made by
 /// [`crate::Server::enable_reload`]). Reloads run one at a time.
 pub struct Reloader {
     source: ConfigSource,
-    /// The address of each embedded origin started at startup, by upstream name.
-    embedded: HashMap<String, SocketAddr>,
+    /// Each embedded origin started at startup, by upstream name.
+    embedded: HashMap<String, StartedOrigin>,
     state: Arc<ArcSwap<Proxy>>,
     listeners: Arc<ListenerSet>,
     /// The config in effect (embedded upstreams resolved); its lock
@@ -138,14 +159,17 @@ impl std::fmt::Debug for Reloader {
 impl Reloader {
     pub(crate) fn new(
         source: ConfigSource,
-        embedded: Vec<(String, SocketAddr)>,
+        embedded: Vec<StartedOrigin>,
         state: Arc<ArcSwap<Proxy>>,
         listeners: Arc<ListenerSet>,
         current: Config,
     ) -> Reloader {
         Reloader {
             source,
-            embedded: embedded.into_iter().collect(),
+            embedded: embedded
+                .into_iter()
+                .map(|o| (o.upstream.clone(), o))
+                .collect(),
             state,
             listeners,
             current: tokio::sync::Mutex::new(current),
@@ -263,19 +287,20 @@ impl Reloader {
     }
 
     /// Points each embedded upstream at the origin started for it at
-    /// startup; a new one is refused.
+    /// startup; a new one, or one with other settings, is refused.
     fn resolve_embedded(&self, config: &mut Config) -> Result<(), ReloadError> {
         let mut names = config
             .upstreams
             .iter()
-            .filter(|u| matches!(u.target, UpstreamTarget::Embedded { .. }))
+            .filter(|u| matches!(u.target, UpstreamTarget::Embedded(_)))
             .map(|u| u.name.clone())
             .collect::<Vec<_>>()
             .into_iter();
-        config.resolve_embedded(|_root| {
+        config.resolve_embedded(|settings| {
             let name = names.next().unwrap_or_default();
             match self.embedded.get(&name) {
-                Some(addr) => Ok(*addr),
+                Some(started) if started.settings == *settings => Ok(started.addr),
+                Some(_) => Err(ReloadError::ChangedEmbedded { name }),
                 None => Err(ReloadError::NewEmbedded { name }),
             }
         })

@@ -117,12 +117,12 @@ impl Server {
 
     /// Turns reloads on: the returned handle (also behind the admin
     /// listener's `POST /reload`) re-reads the config from `source` and
-    /// swaps it in. `embedded` gives the address of each started embedded
-    /// origin, by upstream name.
+    /// swaps it in. `embedded` names each started embedded origin, with its
+    /// upstream, address and settings.
     pub fn enable_reload(
         &mut self,
         source: ConfigSource,
-        embedded: Vec<(String, SocketAddr)>,
+        embedded: Vec<crate::reload::StartedOrigin>,
     ) -> Arc<Reloader> {
         let reloader = Arc::new(Reloader::new(
             source,

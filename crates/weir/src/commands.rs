@@ -146,11 +146,16 @@ fn describe(config: &Config) -> String {
                     out += &format!("          server {} weight={}{limit}\n", s.url, s.weight);
                 }
             }
-            UpstreamTarget::Embedded { root } => {
+            UpstreamTarget::Embedded(origin) => {
+                let endpoints = if origin.test_endpoints {
+                    ""
+                } else {
+                    ", test endpoints off"
+                };
                 out += &format!(
-                    "upstream  {:<12} embedded origin, root {}\n",
+                    "upstream  {:<12} embedded origin, root {}{endpoints}\n",
                     u.name,
-                    root.display()
+                    origin.root.display()
                 );
             }
         }
@@ -357,16 +362,23 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
         let mut starts = Vec::new();
         let mut embedded = Vec::new();
         for u in &config.upstreams {
-            if let UpstreamTarget::Embedded { root } = &u.target {
+            if let UpstreamTarget::Embedded(settings) = &u.target {
                 let handle = weir_origin::spawn(
                     SocketAddr::from(([127, 0, 0, 1], 0)),
-                    OriginConfig { root: root.clone() },
+                    OriginConfig {
+                        root: settings.root.clone(),
+                        test_endpoints: settings.test_endpoints,
+                    },
                 )
                 .await
                 .with_context(|| format!("cannot start the embedded origin of upstream {:?}", u.name))?;
-                tracing::info!(upstream = %u.name, addr = %handle.local_addr(), root = %root.display(), "embedded origin started");
+                tracing::info!(upstream = %u.name, addr = %handle.local_addr(), root = %settings.root.display(), test_endpoints = settings.test_endpoints, "embedded origin started");
                 starts.push(handle.local_addr());
-                embedded.push((u.name.clone(), handle.local_addr()));
+                embedded.push(weir_proxy::StartedOrigin {
+                    upstream: u.name.clone(),
+                    addr: handle.local_addr(),
+                    settings: settings.clone(),
+                });
                 origins.push(handle);
             }
         }
@@ -416,7 +428,7 @@ pub fn origin(listen: SocketAddr, root: PathBuf, workers: Option<usize>) -> anyh
             listener.local_addr()?,
             root.display()
         );
-        weir_origin::serve(listener, OriginConfig { root }, shutdown_signal()).await?;
+        weir_origin::serve(listener, OriginConfig::new(root), shutdown_signal()).await?;
         Ok(())
     })
 }

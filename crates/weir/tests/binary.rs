@@ -158,6 +158,24 @@ fn check_prints_resolved_routes() {
     assert!(text.contains("prefix=/"), "{text}");
 }
 
+/// The container's config is valid and keeps the origin's test endpoints off.
+#[test]
+fn the_docker_config_turns_the_test_endpoints_off() {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(repo_root().join("config/docker.toml"))
+        .output()
+        .expect("run weir check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("listener  http://0.0.0.0:8080"), "{text}");
+    assert!(text.contains("test endpoints off"), "{text}");
+}
+
 #[test]
 fn check_prints_an_upstreams_protocol() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -5,7 +5,8 @@
 //! refused with the old one still serving (400, the error in the body and
 //! the log, counted); no failed request and no reconnect storm under load;
 //! an in-flight request outliving its route; listeners opened and closed;
-//! health checks of a removed upstream stopping; certificates read again.
+//! health checks of a removed upstream stopping; certificates read again;
+//! embedded origins keeping the settings they started with.
 
 mod common;
 
@@ -413,4 +414,63 @@ async fn certificates_are_read_again_on_reload() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(with(&ca2.pem), (true, "A /x".into()));
     assert!(!with(&ca1.pem).0);
+}
+
+/// An embedded origin with `test_endpoints = false` serves the site and
+/// the fragment markup, not the load-test endpoints; a reload cannot
+/// start another embedded origin or change one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_origins_keep_their_settings_across_reloads() {
+    let root = fixtures();
+    let site = |test_endpoints: bool, extra: &str| {
+        format!(
+            "{LISTENER}[[upstream]]\nname = \"site\"\norigin = \"embedded\"\nroot = {root:?}\ntest_endpoints = {test_endpoints}\n\n{}{extra}",
+            route("/", "site"),
+        )
+    };
+    let weir = WeirProcess::start(&site(false, ""));
+    let admin = weir.admin_addr();
+
+    let index = try_get(&weir.url("/")).await;
+    assert_eq!(index.as_ref().map(|r| r.0), Some(200), "{index:?}");
+    let fragment = try_get(&weir.url("/fragment/nav?delay_ms=10")).await;
+    assert_eq!(fragment.as_ref().map(|r| r.0), Some(200), "{fragment:?}");
+    for path in ["/bytes/1099511627776", "/delay/60000", "/echo", "/abort/10"] {
+        let got = try_get(&weir.url(path)).await;
+        assert_eq!(got.as_ref().map(|r| r.0), Some(404), "{path}: {got:?}");
+    }
+    let filler = try_get(&weir.url("/fragment/nav?bytes=1073741824")).await;
+    assert_eq!(filler.as_ref().map(|r| r.0), Some(400), "{filler:?}");
+    assert!(
+        filler
+            .as_ref()
+            .is_some_and(|r| r.1.contains("test_endpoints")),
+        "{filler:?}"
+    );
+
+    // Turning the test endpoints on needs a restart: refused, old one stays.
+    weir.rewrite_config(&site(true, ""));
+    let (status, body) = post_reload(admin).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("restart"), "{body}");
+    let got = try_get(&weir.url("/bytes/10")).await;
+    assert_eq!(got.as_ref().map(|r| r.0), Some(404), "{got:?}");
+
+    // A second embedded origin cannot be started by a reload either.
+    let second = format!(
+        "[[upstream]]\nname = \"more\"\norigin = \"embedded\"\nroot = {root:?}\n\n{}",
+        route("/more", "more")
+    );
+    weir.rewrite_config(&site(false, &second));
+    let (status, body) = post_reload(admin).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("\"more\""), "{body}");
+
+    // The same settings reload fine.
+    weir.rewrite_config(&site(false, &route("/again", "site")));
+    let (status, body) = post_reload(admin).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("config reloaded: 2 routes"), "{body}");
+    let index = try_get(&weir.url("/")).await;
+    assert_eq!(index.as_ref().map(|r| r.0), Some(200), "{index:?}");
 }

@@ -73,7 +73,7 @@ async fn proxy_with(
     let root = root.map_or_else(fixtures, std::path::Path::to_path_buf);
     let origin = weir_origin::spawn(
         "127.0.0.1:0".parse().expect("addr"),
-        weir_origin::OriginConfig { root },
+        weir_origin::OriginConfig::new(root),
     )
     .await
     .expect("origin");

@@ -8,7 +8,7 @@
 //! the reason in the access log, and a failed handshake is retried on
 //! another server; a client certificate for an origin that requires one;
 //! health checks and a WebSocket over TLS; and config errors that name the
-//! file, line and key.
+//! file, line and key; a reload that reads a changed CA file again.
 
 mod common;
 
@@ -522,4 +522,42 @@ fn check_prints_an_upstreams_tls_settings() {
         text.contains("protocol h2 (HTTP/2 over TLS, ALPN h2)"),
         "{text}"
     );
+}
+
+/// A reload reads the upstream's CA file again: trusting the wrong CA is a
+/// 502; after the same file is rewritten with the right CA and the config
+/// reloaded, the upstream's pool is rebuilt and the request goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_reads_a_changed_upstream_ca_file_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let right = ca(dir.path(), "right");
+    let wrong = ca(dir.path(), "wrong");
+    let (cert, key) = leaf(dir.path(), &right, "site", &["127.0.0.1"], false);
+    let origin = tls_origin(&cert, &key, None).await;
+    let trust = dir.path().join("trust.pem");
+    std::fs::copy(&wrong.pem, &trust).expect("copy CA");
+
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"https://127.0.0.1:{}\"\n{}\n\n\
+         [[route]]\nupstream = \"app\"\n",
+        origin.addr.port(),
+        tls_table(Some(&trust), "")
+    );
+    let weir = WeirProcess::start(&config);
+    let (status, _, _) = get(&weir.url("/before"), false).await;
+    assert_eq!(status, 502);
+
+    std::fs::copy(&right.pem, &trust).expect("copy CA");
+    let raw = raw_exchange(
+        weir.admin_addr(),
+        b"POST /reload HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("upstreams kept 0, new 1"), "{raw}");
+    let (status, _, _) = get(&weir.url("/after"), false).await;
+    assert_eq!(status, 200);
+    assert_eq!(origin.served.load(Ordering::SeqCst), 1);
 }

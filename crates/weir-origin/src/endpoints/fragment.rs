@@ -160,13 +160,18 @@ const TEMPLATE: Range = Range {
 pub(crate) struct Fragments {
     /// `{root}/fragments`.
     dir: PathBuf,
+    /// Whether the test-only parameters (`bytes`, `fail_after`,
+    /// `include`) are accepted.
+    test_parameters: bool,
 }
 
 impl Fragments {
-    /// Serves markup files from `root/fragments/`.
-    pub(crate) fn new(root: &Path) -> Self {
+    /// Serves markup files from `root/fragments/`; without
+    /// `test_parameters`, `bytes`, `fail_after` and `include` are a `400`.
+    pub(crate) fn new(root: &Path, test_parameters: bool) -> Self {
         Self {
             dir: root.join("fragments"),
+            test_parameters,
         }
     }
 
@@ -191,6 +196,9 @@ impl Fragments {
     ) -> Result<Response<OriginBody>, OriginError> {
         let name = check_name(raw_name)?;
         let params = Params::parse(query)?;
+        if !self.test_parameters {
+            params.check_no_test_parameters()?;
+        }
         let markup = self.markup(name).await?;
         tokio::time::sleep(params.delay).await;
         Ok(params.into_response(markup))
@@ -270,6 +278,21 @@ struct Params {
 }
 
 impl Params {
+    /// Refuses the parameters that only tests need: filler, a failing
+    /// transfer and includes.
+    fn check_no_test_parameters(&self) -> Result<(), OriginError> {
+        let key = if self.filler > 0 {
+            "bytes"
+        } else if self.fail_after.is_some() {
+            "fail_after"
+        } else if !self.includes.is_empty() {
+            "include"
+        } else {
+            return Ok(());
+        };
+        Err(OriginError::TestOnlyParameter { key })
+    }
+
     /// Parses and checks every query parameter.
     fn parse(query: Option<&str>) -> Result<Self, OriginError> {
         // The single-valued keys, in `KNOWN` order.

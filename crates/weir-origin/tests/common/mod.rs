@@ -35,9 +35,7 @@ pub fn fixtures_dir() -> PathBuf {
 /// Starts an origin serving `fixtures/` on 127.0.0.1 with a free port.
 pub async fn start() -> OriginHandle {
     let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let config = OriginConfig {
-        root: fixtures_dir(),
-    };
+    let config = OriginConfig::new(fixtures_dir());
     bounded(weir_origin::spawn(addr, config))
         .await
         .expect("origin starts")

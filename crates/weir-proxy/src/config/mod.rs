@@ -101,17 +101,17 @@ impl Config {
     }
 
     /// Replaces every [`UpstreamTarget::Embedded`] upstream with the URL that
-    /// `start` returns for its root (the address of a started origin).
+    /// `start` returns for its settings (the address of a started origin).
     ///
     /// # Errors
     /// The first error `start` returns.
     pub fn resolve_embedded<E>(
         &mut self,
-        mut start: impl FnMut(&Path) -> Result<SocketAddr, E>,
+        mut start: impl FnMut(&EmbeddedOrigin) -> Result<SocketAddr, E>,
     ) -> Result<(), E> {
         for upstream in &mut self.upstreams {
-            if let UpstreamTarget::Embedded { root } = &upstream.target {
-                let addr = start(root)?;
+            if let UpstreamTarget::Embedded(origin) = &upstream.target {
+                let addr = start(origin)?;
                 upstream.target =
                     UpstreamTarget::Servers(vec![ServerSpec::one(UpstreamUrl::local(addr))]);
             }

@@ -156,6 +156,7 @@ pub(super) struct RawUpstream {
     pub servers: Option<Spanned<Vec<Spanned<RawServerEntry>>>>,
     pub origin: Option<Spanned<String>>,
     pub root: Option<Spanned<String>>,
+    pub test_endpoints: Option<Spanned<bool>>,
     pub balance: Option<Spanned<String>>,
     pub hash_key: Option<Spanned<String>>,
     pub protocol: Option<Spanned<String>>,

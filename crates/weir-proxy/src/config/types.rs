@@ -308,13 +308,22 @@ pub enum UpstreamTarget {
     /// HTTP servers (`url = "http://host:port/base"`, or `servers`); at
     /// least one.
     Servers(Vec<ServerSpec>),
-    /// Weir's built-in origin, started in-process (`origin = "embedded"`),
-    /// serving the directory `root`. Resolved to [`UpstreamTarget::Servers`]
-    /// by [`Config::resolve_embedded`] before the proxy starts.
-    Embedded {
-        /// The directory of static files, absolute or relative to the config file.
-        root: PathBuf,
-    },
+    /// Weir's built-in origin, started in-process (`origin = "embedded"`).
+    /// Resolved to [`UpstreamTarget::Servers`] by
+    /// [`Config::resolve_embedded`] before the proxy starts.
+    Embedded(EmbeddedOrigin),
+}
+
+/// The settings of an `origin = "embedded"` upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedOrigin {
+    /// The directory of static files (`root`, default `fixtures`),
+    /// relative to the config file's directory when written relative.
+    pub root: PathBuf,
+    /// `test_endpoints` (default `true`): whether the origin's test and
+    /// load-test endpoints answer; `false` leaves the static files and
+    /// the `/fragment` markup the SSR demo needs.
+    pub test_endpoints: bool,
 }
 
 /// An upstream's base URL: `http://authority/base-path` or `https://…`.

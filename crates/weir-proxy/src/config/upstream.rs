@@ -12,8 +12,8 @@ use weir_http::host;
 use super::error::{ConfigError, Errors};
 use super::raw::{RawHealth, RawOutlier, RawRetry, RawServerEntry, RawUpstream};
 use super::types::{
-    Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings, ServerSpec, Upstream,
-    UpstreamTarget, UpstreamUrl,
+    Balance, EmbeddedOrigin, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings,
+    ServerSpec, Upstream, UpstreamTarget, UpstreamUrl,
 };
 use super::upstream_tls::upstream_tls;
 
@@ -72,6 +72,13 @@ pub(super) fn upstream(
             "`root` applies only to `origin = \"embedded\"`",
         ));
     }
+    if let Some(t) = u.test_endpoints.as_ref().filter(|_| u.origin.is_none()) {
+        return Err(errors.at(
+            t.span(),
+            key("test_endpoints"),
+            "`test_endpoints` applies only to `origin = \"embedded\"`",
+        ));
+    }
     let target = if let Some(url) = &u.url {
         let url = parse_url(url.get_ref()).map_err(|m| errors.at(url.span(), key("url"), m))?;
         UpstreamTarget::Servers(vec![ServerSpec::one(url)])
@@ -101,9 +108,7 @@ pub(super) fn upstream(
             }
             upstream_tls(i, u.tls.as_ref(), https, base_dir, errors)?
         }
-        UpstreamTarget::Embedded { .. } => {
-            upstream_tls(i, u.tls.as_ref(), false, base_dir, errors)?
-        }
+        UpstreamTarget::Embedded(_) => upstream_tls(i, u.tls.as_ref(), false, base_dir, errors)?,
     };
     let balance = balance(i, u, errors)?;
     if let (Balance::Hash(_), UpstreamTarget::Servers(servers)) = (&balance, &target) {
@@ -221,7 +226,10 @@ fn embedded(
             ),
         ));
     }
-    Ok(UpstreamTarget::Embedded { root })
+    Ok(UpstreamTarget::Embedded(EmbeddedOrigin {
+        root,
+        test_endpoints: u.test_endpoints.as_ref().is_none_or(|t| *t.get_ref()),
+    }))
 }
 
 /// `servers`: at least one, at most [`MAX_SERVERS`], no two alike, one base path.

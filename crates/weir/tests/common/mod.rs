@@ -88,7 +88,7 @@ pub struct Origin {
 pub async fn start_origin() -> Origin {
     let handle = weir_origin::spawn(
         "127.0.0.1:0".parse().expect("addr"),
-        weir_origin::OriginConfig { root: fixtures() },
+        weir_origin::OriginConfig::new(fixtures()),
     )
     .await
     .expect("start origin");
