@@ -89,6 +89,9 @@ pub struct AccessRecord {
     pub reason: Option<String>,
     /// The exchange switched protocols and became a tunnel.
     pub upgraded: bool,
+    /// A retry was possible but the upstream's retry budget refused it
+    /// (logged as `retry="budget_exhausted"`).
+    pub retry_budget_exhausted: bool,
     /// The request's `X-Request-Id`.
     pub request_id: Option<http::HeaderValue>,
     /// The request target's query, without the `?` (as nginx's `$request`
@@ -150,6 +153,7 @@ impl AccessRecord {
             retried: None,
             reason: None,
             upgraded: false,
+            retry_budget_exhausted: false,
             request_id: None,
             query: req.uri().query().map(str::to_owned),
             counters: Arc::new(RequestCounters::default()),
@@ -258,6 +262,7 @@ impl AccessRecord {
             attempts = self.attempts,
             retried = self.retried.as_deref(),
             upgraded = self.upgraded.then_some(true),
+            retry = self.retry_budget_exhausted.then_some("budget_exhausted"),
             outcome = outcome.as_str(),
             peer = %self.peer,
             reason = self.reason.as_deref(),

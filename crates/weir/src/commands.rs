@@ -203,14 +203,15 @@ fn describe(config: &Config) -> String {
         if several {
             out += &format!(
                 "          outlier consecutive_failures={} base_ejection={} max_ejection={} max_ejected_percent={}; \
-             retry attempts={} budget_percent={} min_retries_per_second={}\n",
+             retry attempts={} budget_percent={} min_retries_per_second={} retry_body_bytes={}\n",
                 o.consecutive_failures,
                 format_duration(o.base_ejection),
                 format_duration(o.max_ejection),
                 o.max_ejected_percent,
                 r.attempts,
                 r.budget_percent,
-                r.min_per_second
+                r.min_per_second,
+                r.body_bytes
             );
         }
     }

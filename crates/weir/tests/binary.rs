@@ -201,6 +201,31 @@ fn check_prints_an_upstreams_protocol() {
 }
 
 #[test]
+fn check_prints_the_outlier_and_retry_settings_of_a_group() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("group.toml");
+    std::fs::write(
+        &path,
+        "[[upstream]]\nname = \"app\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
+         [upstream.retry]\nretry_body_bytes = 1048576\n\n[[route]]\nupstream = \"app\"\n",
+    )
+    .expect("write config");
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run weir check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("outlier consecutive_failures="), "{text}");
+    assert!(text.contains("retry_body_bytes=1048576"), "{text}");
+}
+
+#[test]
 fn check_names_file_line_and_key_of_a_bad_config() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bad.toml");

@@ -343,6 +343,7 @@ async fn a_put_body_over_retry_body_bytes_is_not_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_retry_budget_caps_retries_under_a_storm() {
+    common::access_log::access_log();
     let good = named("good", "127.0.0.1:0", Arc::new(AtomicU16::new(200))).await;
     // A port nobody listens on: every attempt there is refused.
     let refused: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -356,7 +357,7 @@ async fn the_retry_budget_caps_retries_under_a_storm() {
     let mut statuses = HashMap::<u16, u32>::new();
     for _ in 0..200 {
         *statuses
-            .entry(get_text(&client, &proxy.url("/x")).await.0)
+            .entry(get_text(&client, &proxy.url("/storm")).await.0)
             .or_default() += 1;
     }
     let retried = proxy.metrics.retry_counter("app", "retried").get();
@@ -376,6 +377,16 @@ async fn the_retry_budget_caps_retries_under_a_storm() {
         statuses.get(&200).copied().unwrap_or(0) as u64,
         100 + retried
     );
+    // Each refused retry says so in its access line.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let said = common::access_log::access_log()
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|l| l.get("path").map(String::as_str) == Some("/storm"))
+        .filter(|l| l.get("retry").map(String::as_str) == Some("budget_exhausted"))
+        .count();
+    assert_eq!(said as u64, refused_retries);
 }
 
 /// A server that answers every request with a head and 5 of the 100

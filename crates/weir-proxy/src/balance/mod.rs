@@ -22,6 +22,7 @@ use std::time::Instant;
 use http::HeaderMap;
 use prometheus_client::metrics::counter::Counter;
 
+use server::Noted;
 pub use server::{AttemptResult, Server};
 
 use crate::config::{Balance, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings};
@@ -199,7 +200,16 @@ impl UpstreamGroup {
     /// Returns whether it was ejected now.
     pub fn note(&self, index: usize, result: AttemptResult) -> bool {
         let server = &self.servers[index];
-        let ejected = server.note(result, &self.outlier, self.epoch, || {
+        if self.health.is_none() && server.take_ended_ejection(self.epoch) {
+            // With health checks, "server healthy again" says it instead.
+            tracing::info!(
+                target: "weir::upstream",
+                upstream = %self.name,
+                server = %server.authority,
+                "server back in rotation: its ejection ended"
+            );
+        }
+        let noted = server.note(result, &self.outlier, self.epoch, || {
             let n = self.servers.len();
             // Servers health checks took out count too: the last
             // available server is never ejected.
@@ -211,22 +221,40 @@ impl UpstreamGroup {
             let cap = (n * self.outlier.max_ejected_percent as usize / 100).min(n - 1);
             out < cap
         });
-        if ejected {
-            if self.health.is_some() {
-                // Back only once its checks pass again.
-                server.healthy.store(false, Ordering::Relaxed);
-                server.streak.store(0, Ordering::Relaxed);
+        let failures = match self.outlier.consecutive_failures {
+            1 => "1 failure".to_owned(),
+            n => format!("{n} failures"),
+        };
+        match noted {
+            Noted::Counted => false,
+            Noted::Ejected(length) => {
+                if self.health.is_some() {
+                    // Back only once its checks pass again.
+                    server.healthy.store(false, Ordering::Relaxed);
+                    server.streak.store(0, Ordering::Relaxed);
+                }
+                tracing::warn!(
+                    target: "weir::upstream",
+                    upstream = %self.name,
+                    server = %server.authority,
+                    "server ejected for {} after {failures} in a row (last: {})",
+                    crate::config::format_duration(length),
+                    result.as_str()
+                );
+                true
             }
-            tracing::warn!(
-                target: "weir::upstream",
-                upstream = %self.name,
-                server = %server.authority,
-                "server ejected after {} failures in a row (last: {})",
-                self.outlier.consecutive_failures,
-                result.as_str()
-            );
+            Noted::Capped => {
+                tracing::warn!(
+                    target: "weir::upstream",
+                    upstream = %self.name,
+                    server = %server.authority,
+                    "server not ejected after {failures} in a row (last: {}): max_ejected_percent = {} keeps it in, as enough servers are out already",
+                    result.as_str(),
+                    self.outlier.max_ejected_percent
+                );
+                false
+            }
         }
-        ejected
     }
 
     /// Whether server `index` is available now (for `/metrics` and `weir check`).

@@ -3,10 +3,26 @@
 //! weight's share (with k points a share varies by about 1/sqrt(k) of
 //! itself: 3% here, where 160 points would give 8%), adding a server takes
 //! about its share of keys from the others, and no other key moves.
+//!
+//! A ring holds at most [`MAX_POINTS`] points (16 bytes each, so 4 MiB):
+//! past a total weight of 256 the points per unit of weight shrink to fit
+//! (64 at the largest total, 4,096). Each server keeps the first of its
+//! points, so a server added to a large upstream still moves only about
+//! its share of keys plus that share of the others' dropped points.
 
-/// Points on the ring per unit of server weight. Config validation caps a
-/// hash upstream's total weight at 4,096, so a ring has at most 4M points.
+/// Points on the ring per unit of server weight, up to a total weight of
+/// `MAX_POINTS / POINTS_PER_WEIGHT` (256).
 pub(crate) const POINTS_PER_WEIGHT: u64 = 1024;
+
+/// The most points a ring holds: 262,144.
+pub(crate) const MAX_POINTS: u64 = 1 << 18;
+
+/// Points per unit of weight for servers whose weights sum to `total`:
+/// [`POINTS_PER_WEIGHT`], or fewer so that the ring stays within
+/// [`MAX_POINTS`] (at least 1).
+pub(crate) fn points_per_weight(total: u64) -> u64 {
+    (MAX_POINTS / total.max(1)).clamp(1, POINTS_PER_WEIGHT)
+}
 
 /// 64-bit FNV-1a of `bytes`, then the murmur3 finalizer, so that similar
 /// inputs (`host:1`, `host:2`) land far apart.
@@ -45,11 +61,13 @@ impl Ring {
     /// A server's points depend only on its own name, so adding or removing
     /// a server leaves every other server's points where they were.
     pub fn new<'a>(servers: impl IntoIterator<Item = (&'a str, u32)>) -> Ring {
+        let servers: Vec<(&str, u32)> = servers.into_iter().collect();
+        let per_weight = points_per_weight(servers.iter().map(|&(_, w)| u64::from(w)).sum());
         let mut points = Vec::new();
-        for (index, (name, weight)) in servers.into_iter().enumerate() {
+        for (index, &(name, weight)) in servers.iter().enumerate() {
             let index = u16::try_from(index).unwrap_or(u16::MAX);
             let base = hash(name.as_bytes());
-            for v in 0..u64::from(weight) * POINTS_PER_WEIGHT {
+            for v in 0..u64::from(weight) * per_weight {
                 points.push((point(base, v), index));
             }
         }
@@ -91,5 +109,73 @@ impl Ring {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which server owns each of `keys` keys.
+    fn owners(ring: &Ring, servers: usize, keys: u64) -> Vec<usize> {
+        (0..keys)
+            .map(|k| {
+                ring.pick(hash(format!("key-{k}").as_bytes()), servers, |_| true)
+                    .unwrap_or(usize::MAX)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_upstreams_get_1024_points_per_unit_of_weight() {
+        let ring = Ring::new([("a:1", 1), ("b:1", 2), ("c:1", 1)]);
+        assert_eq!(ring.points.len(), 4 * 1024);
+        assert_eq!(points_per_weight(256), 1024);
+        assert_eq!(points_per_weight(257), 1020);
+        assert_eq!(points_per_weight(4096), 64);
+        assert_eq!(points_per_weight(0), 1024);
+    }
+
+    /// The largest upstream config allows (256 servers of weight 16) costs
+    /// 4 MiB of ring, not 64, and still spreads keys by weight.
+    #[test]
+    fn the_largest_ring_stays_within_max_points_and_balanced() {
+        let names: Vec<String> = (0..256)
+            .map(|i| format!("10.0.{}.{}:80", i / 250, i % 250))
+            .collect();
+        let ring = Ring::new(names.iter().map(|n| (n.as_str(), 16)));
+        assert_eq!(ring.points.len() as u64, MAX_POINTS);
+        let keys = 256 * 400;
+        let mut counts = vec![0u32; 256];
+        for o in owners(&ring, 256, keys) {
+            counts[o] += 1;
+        }
+        // 1,024 points per server: each share within 25% of 400.
+        let (min, max) = (counts.iter().min(), counts.iter().max());
+        assert!(
+            min.is_some_and(|&m| m >= 300) && max.is_some_and(|&m| m <= 500),
+            "{min:?}..{max:?}"
+        );
+    }
+
+    /// Adding a server to a large upstream (where points per weight shrink)
+    /// moves about its share of keys: keys that move go to it, apart from
+    /// the few on the others' dropped points.
+    #[test]
+    fn adding_a_server_to_a_large_ring_moves_about_its_share() {
+        let names: Vec<String> = (0..65).map(|i| format!("10.1.0.{i}:80")).collect();
+        let before = Ring::new(names[..64].iter().map(|n| (n.as_str(), 16)));
+        let after = Ring::new(names.iter().map(|n| (n.as_str(), 16)));
+        let keys = 65_000;
+        let (a, b) = (owners(&before, 64, keys), owners(&after, 65, keys));
+        let moved = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        let to_new = b.iter().filter(|&&o| o == 64).count();
+        // Its share is 1/65 (1,000 keys); the others lose 1.6% of their
+        // points (256 → 252 per unit of weight), so ~1,000 keys more move.
+        assert!((800..=1200).contains(&to_new), "{to_new}");
+        assert!(
+            moved <= to_new + 1500,
+            "moved {moved}, to the new server {to_new}"
+        );
     }
 }

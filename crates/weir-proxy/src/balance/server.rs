@@ -77,6 +77,22 @@ pub struct Server {
     /// Ejected until this many ms after the group's epoch; 0: not ejected.
     ejected_until_ms: AtomicU64,
     ejections: AtomicU32,
+    /// Set on ejection, cleared by the first attempt noted after it ended
+    /// (so that its end is logged once).
+    was_ejected: AtomicBool,
+}
+
+/// What [`Server::note`] did with an attempt's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Noted {
+    /// Counted in the failure streak, or the streak reset.
+    Counted,
+    /// The server is now ejected for this long.
+    Ejected(Duration),
+    /// The streak reached `consecutive_failures`, but the group's cap
+    /// (`max_ejected_percent`) kept the server in. Reported once per
+    /// streak, when it first reaches the threshold.
+    Capped,
 }
 
 impl Server {
@@ -103,6 +119,7 @@ impl Server {
             failures: AtomicU32::new(0),
             ejected_until_ms: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
+            was_ejected: AtomicBool::new(false),
         }
     }
 
@@ -134,16 +151,24 @@ impl Server {
         self.attempts[result as usize].inc();
     }
 
-    /// Notes an attempt's result in the failure streak; returns whether
-    /// this result ejected the server (`may_eject` says whether the group's
-    /// cap allows one more).
+    /// Whether an ejection of this server ended since the last call: true
+    /// once per ejection, at the first attempt noted after it ended.
+    pub(crate) fn take_ended_ejection(&self, epoch: Instant) -> bool {
+        self.was_ejected.load(Ordering::Relaxed)
+            && !self.is_ejected(epoch)
+            && self.was_ejected.swap(false, Ordering::Relaxed)
+    }
+
+    /// Notes an attempt's result in the failure streak; says whether this
+    /// result ejected the server, and for how long (`may_eject` says
+    /// whether the group's cap allows one more).
     pub(crate) fn note(
         &self,
         result: AttemptResult,
         outlier: &OutlierSettings,
         epoch: Instant,
         may_eject: impl FnOnce() -> bool,
-    ) -> bool {
+    ) -> Noted {
         if !result.is_failure() {
             self.failures.store(0, Ordering::Relaxed);
             if self.ejections.load(Ordering::Relaxed) > 0 {
@@ -154,15 +179,21 @@ impl Server {
                     self.ejections.store(0, Ordering::Relaxed);
                 }
             }
-            return false;
+            return Noted::Counted;
         }
         let failures = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
         if outlier.consecutive_failures == 0
             || failures < outlier.consecutive_failures
             || self.is_ejected(epoch)
-            || !may_eject()
         {
-            return false;
+            return Noted::Counted;
+        }
+        if !may_eject() {
+            return if failures == outlier.consecutive_failures {
+                Noted::Capped
+            } else {
+                Noted::Counted
+            };
         }
         let n = self.ejections.fetch_add(1, Ordering::Relaxed).min(20);
         let length = outlier
@@ -170,7 +201,8 @@ impl Server {
             .saturating_mul(1 << n)
             .min(outlier.max_ejection);
         self.eject_for(length, epoch);
-        true
+        self.was_ejected.store(true, Ordering::Relaxed);
+        Noted::Ejected(length)
     }
 
     fn eject_for(&self, length: Duration, epoch: Instant) {

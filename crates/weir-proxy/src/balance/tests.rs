@@ -304,3 +304,43 @@ fn a_host_key_reads_the_requests_host_over_http2_too() {
         assert!((0..20).all(|_| pick(host) == first), "{host} moved");
     }
 }
+
+/// What `Server::note` reports, which the group logs: the ejection's
+/// length (doubling), a capped ejection once per streak, and an ended
+/// ejection once.
+#[test]
+fn notes_say_how_long_an_ejection_lasts_when_the_cap_held_and_when_it_ended() {
+    use super::server::Noted;
+    let g = group(&[1, 1], Balance::RoundRobin, outlier(2, 50));
+    let (s, o, epoch) = (&g.servers[0], &g.outlier, g.epoch);
+    assert_eq!(
+        s.note(AttemptResult::Failed, o, epoch, || true),
+        Noted::Counted
+    );
+    assert_eq!(
+        s.note(AttemptResult::Failed, o, epoch, || true),
+        Noted::Ejected(Duration::from_millis(50))
+    );
+    assert!(!s.take_ended_ejection(epoch), "still ejected");
+    std::thread::sleep(Duration::from_millis(70));
+    assert!(s.take_ended_ejection(epoch));
+    assert!(!s.take_ended_ejection(epoch), "logged once");
+    s.note(AttemptResult::Failed, o, epoch, || true);
+    assert_eq!(
+        s.note(AttemptResult::Failed, o, epoch, || true),
+        Noted::Ejected(Duration::from_millis(100)),
+        "the second ejection doubles"
+    );
+
+    let t = &g.servers[1];
+    t.note(AttemptResult::Failed, o, epoch, || false);
+    assert_eq!(
+        t.note(AttemptResult::Failed, o, epoch, || false),
+        Noted::Capped
+    );
+    assert_eq!(
+        t.note(AttemptResult::Failed, o, epoch, || false),
+        Noted::Counted,
+        "the cap is reported once per streak"
+    );
+}

@@ -22,8 +22,11 @@ const MAX_WEIGHT: i64 = 1000;
 /// Most servers in one upstream.
 const MAX_SERVERS: usize = 256;
 /// Largest sum of weights of a `balance = "hash"` upstream: its ring has
-/// 1,024 points per unit of weight, 16 bytes each, so at most 64 MiB.
+/// at most 262,144 points of 16 bytes (4 MiB), 64 per unit of weight at this total.
 const MAX_HASH_WEIGHT: u64 = 4096;
+/// Largest `retry_body_bytes`: 64 MiB. Each retryable request in flight
+/// may hold this much, so a larger value is a memory hazard, not a setting.
+const MAX_RETRY_BODY_BYTES: i64 = 64 << 20;
 /// Largest `attempts`.
 const MAX_ATTEMPTS: i64 = 10;
 
@@ -118,7 +121,7 @@ pub(super) fn upstream(
                 u.balance.as_ref().map_or(0..0, Spanned::span),
                 key("balance"),
                 format!(
-                    "the servers' weights sum to {total}; `balance = \"hash\"` allows at most {MAX_HASH_WEIGHT} (its ring has 1024 points per unit of weight)"
+                    "the servers' weights sum to {total}; `balance = \"hash\"` allows at most {MAX_HASH_WEIGHT} (a server of weight 1 keeps 64 points of the ring at that total)"
                 ),
             ));
         }
@@ -365,11 +368,17 @@ fn health(
     let h = table.get_ref();
     let key = |k: &str| format!("upstream[{i}].health.{k}");
     let path = h.path.get_ref();
-    if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+    if !path.starts_with('/')
+        || path.contains('#')
+        || path.parse::<http::uri::PathAndQuery>().is_err()
+    {
+        // A fragment is no part of a request target (RFC 9112 §3.2).
         return Err(errors.at(
             h.path.span(),
             key("path"),
-            format!("{path:?}: give a path starting with '/' (a query may follow)"),
+            format!(
+                "{path:?}: give a path starting with '/' (a query may follow, a #fragment may not)"
+            ),
         ));
     }
     let expect = match &h.expect_status {
@@ -390,14 +399,20 @@ fn health(
     })
 }
 
-/// `"200,204,300-399"` as inclusive ranges of statuses 100..=599.
+/// `"200,204,300-399"` as inclusive ranges of statuses 200..=599: a
+/// check's answer is a final response, never a 1xx (RFC 9110 §15.2).
 fn statuses(text: &str) -> Result<Vec<(u16, u16)>, String> {
     let code = |s: &str| {
         s.trim()
             .parse::<u16>()
             .ok()
-            .filter(|c| (100..=599).contains(c))
-            .ok_or_else(|| format!("{:?} is not a status from 100 to 599", s.trim()))
+            .filter(|c| (200..=599).contains(c))
+            .ok_or_else(|| {
+                format!(
+                    "{:?} is not a final status from 200 to 599 (a check never passes on a 1xx)",
+                    s.trim()
+                )
+            })
     };
     text.split(',')
         .map(|part| match part.split_once('-') {
@@ -455,7 +470,7 @@ fn retry(i: usize, r: &RawRetry, errors: &Errors<'_>) -> Result<RetrySettings, C
         body_bytes: in_range(
             &r.retry_body_bytes,
             0,
-            i64::MAX,
+            MAX_RETRY_BODY_BYTES,
             key("retry_body_bytes"),
             errors,
         )? as u64,

@@ -104,6 +104,26 @@ fn bad_groups_name_the_file_line_and_key() {
             "expect_status",
         ),
         (
+            "url = \"http://a:1\"\n[upstream.health]\npath = \"/ok?x=1#frag\"",
+            5,
+            "upstream[0].health.path",
+        ),
+        (
+            "url = \"http://a:1\"\n[upstream.health]\npath = \"/h\"\nexpect_status = \"100,101\"",
+            6,
+            "expect_status",
+        ),
+        (
+            "url = \"http://a:1\"\n[upstream.health]\npath = \"/h\"\nexpect_status = \"199-299\"",
+            6,
+            "expect_status",
+        ),
+        (
+            "url = \"http://a:1\"\n[upstream.retry]\nretry_body_bytes = 67108865",
+            5,
+            "upstream[0].retry.retry_body_bytes",
+        ),
+        (
             "url = \"http://a:1\"\n[upstream.retry]\nattempts = 11",
             5,
             "upstream[0].retry.attempts",
@@ -185,4 +205,17 @@ fn one_https_server_in_two_upstreams_needs_the_same_tls_settings() {
     assert!(e.contains("upstream[1].tls"), "{e}");
     let same = text.replace("[upstream.tls]\nserver_name = \"b.test\"\n", "");
     Config::parse(&same, "t.toml", Path::new(".")).expect("the same (default) settings");
+}
+
+#[test]
+fn retry_body_bytes_takes_up_to_64_mib_and_health_statuses_from_200() {
+    let c = parse("url = \"http://a:1\"\n[upstream.retry]\nretry_body_bytes = 67108864")
+        .expect("64 MiB");
+    assert_eq!(c.upstreams[0].retry.body_bytes, 64 << 20);
+    let c = parse(
+        "url = \"http://a:1\"\n[upstream.health]\npath = \"/h\"\nexpect_status = \"200,599\"",
+    )
+    .expect("200 and 599");
+    let expect = c.upstreams[0].health.as_ref().map(|h| h.expect.clone());
+    assert_eq!(expect, Some(vec![(200, 200), (599, 599)]));
 }

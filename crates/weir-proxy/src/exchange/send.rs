@@ -154,6 +154,7 @@ impl Exchange<'_> {
             };
             if !group.withdraw() {
                 group.retry_budget_exhausted.inc();
+                self.record.retry_budget_exhausted = true;
                 return Err(error);
             }
             group.retried.inc();

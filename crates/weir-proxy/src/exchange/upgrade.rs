@@ -143,6 +143,7 @@ impl Exchange<'_> {
             };
             if !group.withdraw() {
                 group.retry_budget_exhausted.inc();
+                self.record.retry_budget_exhausted = true;
                 return Err(err);
             }
             group.retried.inc();
