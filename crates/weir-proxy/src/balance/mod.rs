@@ -312,14 +312,17 @@ fn round_robin(next: &AtomicUsize, n: usize, usable: impl Fn(usize) -> bool) -> 
         .find(|&i| usable(i))
 }
 
-/// The ring point of this request's `key`, if it has one.
+/// The ring point of this request's `key`, if it has one. An empty
+/// header or cookie value is no key: clients that send the field empty
+/// are balanced round robin rather than all sent to one server.
 fn key_hash(key: &HashKey, pick: &PickKey<'_>) -> Option<u64> {
+    let nonempty = |v: &[u8]| (!v.is_empty()).then(|| ring::hash(v));
     match key {
         HashKey::Header(name) if name == http::header::HOST => {
-            pick.host.map(|h| ring::hash(h.as_bytes()))
+            pick.host.and_then(|h| nonempty(h.as_bytes()))
         }
-        HashKey::Header(name) => pick.headers.get(name).map(|v| ring::hash(v.as_bytes())),
-        HashKey::Cookie(name) => cookie(pick.headers, name).map(|v| ring::hash(v.as_bytes())),
+        HashKey::Header(name) => pick.headers.get(name).and_then(|v| nonempty(v.as_bytes())),
+        HashKey::Cookie(name) => cookie(pick.headers, name).and_then(|v| nonempty(v.as_bytes())),
         HashKey::ClientAddr => Some(match pick.client.to_canonical() {
             std::net::IpAddr::V4(v4) => ring::hash(&v4.octets()),
             std::net::IpAddr::V6(v6) => ring::hash(&v6.octets()),

@@ -344,3 +344,18 @@ fn notes_say_how_long_an_ejection_lasts_when_the_cap_held_and_when_it_ended() {
         "the cap is reported once per streak"
     );
 }
+
+/// An empty header value is no key: such requests go round robin, not
+/// all to the server that owns the empty string.
+#[test]
+fn an_empty_hash_header_is_no_key() {
+    let name = http::HeaderName::from_static("x-user");
+    let g = hashed(&[1, 1, 1], &name, outlier(0, 50));
+    let mut headers = HeaderMap::new();
+    headers.insert(&name, HeaderValue::from_static(""));
+    let mut seen = [0usize; 3];
+    for _ in 0..30 {
+        seen[g.pick(&key(&headers), &[]).expect("pick")] += 1;
+    }
+    assert_eq!(seen, [10, 10, 10]);
+}

@@ -260,7 +260,7 @@ fn servers_list(
         };
         let url =
             parse_url(e.url.get_ref()).map_err(|m| errors.at(url_span.clone(), key(""), m))?;
-        if let Some(dup) = out.iter().find(|s| s.url.authority == url.authority) {
+        if let Some(dup) = out.iter().find(|s| same_server(&s.url, &url)) {
             return Err(errors.at(
                 url_span,
                 key(""),
@@ -514,6 +514,26 @@ fn positive(
         return Err(errors.at(span, key, "must be longer than 0 s"));
     }
     Ok(())
+}
+
+/// Whether two URLs name one server: the same host (an IP address
+/// compared as an address, so `[::1]` is `[0:0::1]`; a name without
+/// regard to case) and port (80 or 443 when not written).
+fn same_server(a: &UpstreamUrl, b: &UpstreamUrl) -> bool {
+    let key = |u: &UpstreamUrl| {
+        let host = u.authority.host();
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let host = bare
+            .parse::<std::net::IpAddr>()
+            .map_or_else(|_| bare.to_ascii_lowercase(), |ip| ip.to_string());
+        let default = if u.scheme == http::uri::Scheme::HTTPS {
+            443
+        } else {
+            80
+        };
+        (host, u.authority.port_u16().unwrap_or(default))
+    };
+    key(a) == key(b)
 }
 
 fn parse_url(text: &str) -> Result<UpstreamUrl, String> {

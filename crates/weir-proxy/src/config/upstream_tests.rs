@@ -51,6 +51,21 @@ fn bad_groups_name_the_file_line_and_key() {
             "upstream[0].servers[1]",
         ),
         (
+            "servers = [\"http://127.0.0.1:80\", \"http://127.0.0.1\"]",
+            3,
+            "upstream[0].servers[1]",
+        ),
+        (
+            "servers = [\"http://[::1]:1\", \"http://[0:0::1]:1\"]",
+            3,
+            "upstream[0].servers[1]",
+        ),
+        (
+            "servers = [\"https://Api.Example:443\", \"https://api.example\"]",
+            3,
+            "upstream[0].servers[1]",
+        ),
+        (
             "servers = [\"http://a:1/x\", \"http://b:1/y\"]",
             3,
             "upstream[0].servers[1]",
