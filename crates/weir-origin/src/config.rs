@@ -14,7 +14,7 @@ pub struct OriginConfig {
     /// Whether the test and load-test endpoints answer (`/bytes`,
     /// `/stream`, `/status`, `/delay`, `/abort`, `/echo`, `/sse`, `/page`,
     /// `/trailers`, `/response-headers`, and `/fragment`'s `bytes`,
-    /// `fail_after` and `include` parameters). Off, their paths are
+    /// `fail_after`, `include` and `header` parameters). Off, their paths are
     /// static-file paths (so `404` unless such a file exists), those
     /// parameters are a `400`, and the origin serves only its files and
     /// fragment markup: what a public demo needs, nothing that makes it

@@ -122,6 +122,10 @@ async fn test_only_fragment_parameters_are_400_when_test_endpoints_are_off() {
         ("/fragment/nav?bytes=1", "for tests only"),
         ("/fragment/nav?fail_after=0", "for tests only"),
         ("/fragment/nav?include=/fragment/nav", "for tests only"),
+        (
+            "/fragment/nav?status=302&header=Location:%20https://evil.example/",
+            "for tests only",
+        ),
     ];
     for (proto, client) in both_clients() {
         assert_bad_requests(&client, &origin, proto, OFF).await;
@@ -132,4 +136,12 @@ async fn test_only_fragment_parameters_are_400_when_test_endpoints_are_off() {
     )
     .await;
     assert_eq!(response.status(), 200);
+    // A site's fragment sets its fields from `fragments/{name}.headers`.
+    let response = get(&h1_client(), &url(&origin, "/fragment/header")).await;
+    assert_eq!(response.status(), 200);
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok());
+    assert_eq!(cookie, Some("tidewater_cart=2; Path=/"));
 }

@@ -202,12 +202,21 @@ fn describe(config: &Config) -> String {
         let (o, r) = (&u.outlier, &u.retry);
         if several {
             out += &format!(
-                "          outlier consecutive_failures={} base_ejection={} max_ejection={} max_ejected_percent={}; \
+                "          outlier consecutive_failures={} base_ejection={} max_ejection={} max_ejected_percent={} failure_statuses={}; \
              retry attempts={} budget_percent={} min_retries_per_second={} retry_body_bytes={}\n",
                 o.consecutive_failures,
                 format_duration(o.base_ejection),
                 format_duration(o.max_ejection),
                 o.max_ejected_percent,
+                o.failure_statuses
+                    .iter()
+                    .map(|&(lo, hi)| if lo == hi {
+                        lo.to_string()
+                    } else {
+                        format!("{lo}-{hi}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
                 r.attempts,
                 r.budget_percent,
                 r.min_per_second,

@@ -222,6 +222,7 @@ fn check_prints_the_outlier_and_retry_settings_of_a_group() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("outlier consecutive_failures="), "{text}");
+    assert!(text.contains("failure_statuses=500-599"), "{text}");
     assert!(text.contains("retry_body_bytes=1048576"), "{text}");
 }
 

@@ -14,6 +14,8 @@
 //!      `Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do\n`
 //!      repeated and cut to length (no markup characters), served as
 //!      zero-copy slices of one shared block.
+//! - Fields: those of `fragments/{name}.headers` under the root, if that
+//!   file exists (one `Name: value` per line, `#` comments), then `header`.
 //! - Response: `status`, `Content-Type: text/html; charset=utf-8`,
 //!   `Cache-Control: no-store`; with `Content-Length` only when
 //!   `chunks=1` and neither `gzip` nor `fail_after` is given.
@@ -161,13 +163,14 @@ pub(crate) struct Fragments {
     /// `{root}/fragments`.
     dir: PathBuf,
     /// Whether the test-only parameters (`bytes`, `fail_after`,
-    /// `include`) are accepted.
+    /// `include`, `header`) are accepted.
     test_parameters: bool,
 }
 
 impl Fragments {
     /// Serves markup files from `root/fragments/`; without
-    /// `test_parameters`, `bytes`, `fail_after` and `include` are a `400`.
+    /// `test_parameters`, `bytes`, `fail_after`, `include` and `header`
+    /// are a `400`.
     pub(crate) fn new(root: &Path, test_parameters: bool) -> Self {
         Self {
             dir: root.join("fragments"),
@@ -195,13 +198,67 @@ impl Fragments {
         query: Option<&str>,
     ) -> Result<Response<OriginBody>, OriginError> {
         let name = check_name(raw_name)?;
-        let params = Params::parse(query)?;
+        let mut params = Params::parse(query)?;
         if !self.test_parameters {
             params.check_no_test_parameters()?;
         }
         let markup = self.markup(name).await?;
+        for (field, value) in self.file_headers(name).await? {
+            params.headers.append(field, value);
+        }
         tokio::time::sleep(params.delay).await;
         Ok(params.into_response(markup))
+    }
+
+    /// The fields of `fragments/{name}.headers`, if that file exists: one
+    /// `Name: value` per line (blank lines and lines starting with `#`
+    /// skipped), added to the response as `header` parameters are. This
+    /// is how a site's fragment sets a field (the demo's `Set-Cookie`)
+    /// when the test parameters are off.
+    ///
+    /// # Errors
+    /// [`OriginError::FragmentFile`] (→ 500) for a file that cannot be
+    /// read, is over 1 MiB, or holds a line that is not a valid field.
+    async fn file_headers(
+        &self,
+        name: &str,
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, OriginError> {
+        let path = self.dir.join(format!("{name}.headers"));
+        let text = match tokio::fs::read(&path).await {
+            Ok(bytes) if bytes.len() as u64 <= MAX_FILE_LEN => bytes,
+            Ok(_) => {
+                return Err(OriginError::FragmentFile(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is over 1 MiB", path.display()),
+                )));
+            }
+            Err(err) if is_absent(&err) => return Ok(Vec::new()),
+            Err(err) => return Err(OriginError::FragmentFile(err)),
+        };
+        let bad = |why: String| {
+            OriginError::FragmentFile(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {why}", path.display()),
+            ))
+        };
+        let text = String::from_utf8(text).map_err(|_| bad("not UTF-8".to_owned()))?;
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|line| {
+                let (field, value) = line
+                    .split_once(':')
+                    .ok_or_else(|| bad(format!("{line:?} is not `Name: value`")))?;
+                let field = HeaderName::from_bytes(field.trim().as_bytes())
+                    .map_err(|_| bad(format!("{:?} is not a field name", field.trim())))?;
+                if field == CONTENT_LENGTH || field == http::header::TRANSFER_ENCODING {
+                    return Err(bad(format!("{field} is the framing's")));
+                }
+                let value = HeaderValue::from_str(value.trim())
+                    .map_err(|_| bad(format!("the value of {field} is not valid")))?;
+                Ok((field, value))
+            })
+            .collect()
     }
 
     /// The bytes of `fragments/{name}.html`, or the generated `<div>` if
@@ -279,7 +336,7 @@ struct Params {
 
 impl Params {
     /// Refuses the parameters that only tests need: filler, a failing
-    /// transfer and includes.
+    /// transfer, includes and extra fields.
     fn check_no_test_parameters(&self) -> Result<(), OriginError> {
         let key = if self.filler > 0 {
             "bytes"
@@ -287,6 +344,10 @@ impl Params {
             "fail_after"
         } else if !self.includes.is_empty() {
             "include"
+        } else if !self.headers.is_empty() {
+            // Any field on request (a Location, a Set-Cookie) would make
+            // the site an open redirect or a cookie setter.
+            "header"
         } else {
             return Ok(());
         };

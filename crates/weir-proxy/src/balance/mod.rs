@@ -186,6 +186,20 @@ impl UpstreamGroup {
         self.note(index, result)
     }
 
+    /// An attempt of server `index` answered with a `5xx`: counted as
+    /// `5xx` in `/metrics`, and toward ejection when `failure_statuses`
+    /// holds `status` (else it ends the failure streak like a success).
+    /// Returns whether it was ejected now.
+    pub fn record_server_error(&self, index: usize, status: http::StatusCode) -> bool {
+        self.servers[index].count(AttemptResult::ServerError);
+        let result = if self.outlier.counts(status) {
+            AttemptResult::ServerError
+        } else {
+            AttemptResult::Ok
+        };
+        self.note(index, result)
+    }
+
     /// An attempt of server `index` whose response head was fine and whose
     /// body is still to come: counted as `ok` in `/metrics` now; the end of
     /// the body is told to [`UpstreamGroup::note`] (`Ok` when it ended
@@ -243,6 +257,7 @@ impl UpstreamGroup {
                 );
                 true
             }
+            Noted::Capped if self.outlier.max_ejected_percent == 0 => false,
             Noted::Capped => {
                 tracing::warn!(
                     target: "weir::upstream",

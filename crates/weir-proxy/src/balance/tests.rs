@@ -32,6 +32,7 @@ fn outlier(consecutive_failures: u32, max_ejected_percent: u32) -> OutlierSettin
         base_ejection: Duration::from_millis(50),
         max_ejection: Duration::from_secs(1),
         max_ejected_percent,
+        failure_statuses: vec![(500, 599)],
     }
 }
 
@@ -358,4 +359,20 @@ fn an_empty_hash_header_is_no_key() {
         seen[g.pick(&key(&headers), &[]).expect("pick")] += 1;
     }
     assert_eq!(seen, [10, 10, 10]);
+}
+
+/// With `failure_statuses = "502-504"`, an application's 500s end the
+/// failure streak instead of ejecting the server; 503s eject it.
+#[test]
+fn only_failure_statuses_count_toward_ejection() {
+    let mut o = outlier(2, 50);
+    o.failure_statuses = vec![(502, 504)];
+    let g = group(&[1, 1], Balance::RoundRobin, o);
+    for _ in 0..5 {
+        assert!(!g.record_server_error(0, http::StatusCode::INTERNAL_SERVER_ERROR));
+    }
+    assert!(g.is_available(0));
+    assert!(!g.record_server_error(0, http::StatusCode::SERVICE_UNAVAILABLE));
+    assert!(g.record_server_error(0, http::StatusCode::GATEWAY_TIMEOUT));
+    assert!(!g.is_available(0));
 }

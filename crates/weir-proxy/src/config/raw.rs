@@ -265,6 +265,7 @@ pub(super) struct RawOutlier {
     #[serde(with = "duration")]
     pub max_ejection: Duration,
     pub max_ejected_percent: Spanned<i64>,
+    pub failure_statuses: Option<Spanned<String>>,
 }
 
 impl Default for RawOutlier {
@@ -274,6 +275,7 @@ impl Default for RawOutlier {
             base_ejection: Duration::from_secs(10),
             max_ejection: Duration::from_secs(300),
             max_ejected_percent: Spanned::new(0..0, 50),
+            failure_statuses: None,
         }
     }
 }

@@ -283,6 +283,22 @@ pub struct OutlierSettings {
     /// (`max_ejected_percent`, 0..=100, default 50); at least one server
     /// always stays in.
     pub max_ejected_percent: u32,
+    /// The answer statuses that count as failures (`failure_statuses`,
+    /// default `"500-599"`), as inclusive ranges. `"502-504"` counts only
+    /// what a gateway sees of a broken server, as Envoy's
+    /// `consecutive_gateway_failure` does, so that an application's own
+    /// 500s (to bad input, say) never eject it.
+    pub failure_statuses: Vec<(u16, u16)>,
+}
+
+impl OutlierSettings {
+    /// Whether an answer with `status` counts toward ejection.
+    pub fn counts(&self, status: http::StatusCode) -> bool {
+        let code = status.as_u16();
+        self.failure_statuses
+            .iter()
+            .any(|&(lo, hi)| (lo..=hi).contains(&code))
+    }
 }
 
 /// `[upstream.retry]`: safe retries.

@@ -409,7 +409,7 @@ fn statuses(text: &str) -> Result<Vec<(u16, u16)>, String> {
             .filter(|c| (200..=599).contains(c))
             .ok_or_else(|| {
                 format!(
-                    "{:?} is not a final status from 200 to 599 (a check never passes on a 1xx)",
+                    "{:?} is not a status from 200 to 599 (1xx answers are never final)",
                     s.trim()
                 )
             })
@@ -460,6 +460,11 @@ fn outlier(
             key("max_ejected_percent"),
             errors,
         )? as u32,
+        failure_statuses: match &o.failure_statuses {
+            Some(f) => statuses(f.get_ref())
+                .map_err(|m| errors.at(f.span(), key("failure_statuses"), m))?,
+            None => vec![(500, 599)],
+        },
     })
 }
 
@@ -517,15 +522,17 @@ fn positive(
 }
 
 /// Whether two URLs name one server: the same host (an IP address
-/// compared as an address, so `[::1]` is `[0:0::1]`; a name without
-/// regard to case) and port (80 or 443 when not written).
+/// compared as an address, so `[::1]` is `[0:0::1]` and
+/// `[::ffff:127.0.0.1]` is `127.0.0.1`; a name without regard to case or
+/// a final dot) and port (80 or 443 when not written).
 fn same_server(a: &UpstreamUrl, b: &UpstreamUrl) -> bool {
     let key = |u: &UpstreamUrl| {
         let host = u.authority.host();
         let bare = host.trim_start_matches('[').trim_end_matches(']');
-        let host = bare
-            .parse::<std::net::IpAddr>()
-            .map_or_else(|_| bare.to_ascii_lowercase(), |ip| ip.to_string());
+        let host = bare.parse::<std::net::IpAddr>().map_or_else(
+            |_| bare.trim_end_matches('.').to_ascii_lowercase(),
+            |ip| ip.to_canonical().to_string(),
+        );
         let default = if u.scheme == http::uri::Scheme::HTTPS {
             443
         } else {
@@ -581,6 +588,20 @@ fn parse_url(text: &str) -> Result<UpstreamUrl, String> {
     }
     if uri.query().is_some() {
         return Err(format!("{text:?}: an upstream URL cannot carry a query"));
+    }
+    let host = authority.host();
+    let last_label = host.trim_end_matches('.').rsplit('.').next().unwrap_or("");
+    let numeric = !last_label.is_empty()
+        && (last_label.bytes().all(|b| b.is_ascii_digit())
+            || last_label.to_ascii_lowercase().starts_with("0x"));
+    if !host.starts_with('[') && numeric && host.parse::<std::net::Ipv4Addr>().is_err() {
+        // No top-level domain is numeric (RFC 3696 §2), so this is an
+        // IPv4 address in a short, octal or hex form (`127.1`,
+        // `2130706433`, `0x7f000001`) that resolvers accept: one server
+        // could hide under several spellings.
+        return Err(format!(
+            "{text:?}: write an IPv4 address as four decimal numbers (like 127.0.0.1)"
+        ));
     }
     let base_path = uri.path().trim_end_matches('/').to_owned();
     Ok(UpstreamUrl {

@@ -66,6 +66,20 @@ fn bad_groups_name_the_file_line_and_key() {
             "upstream[0].servers[1]",
         ),
         (
+            "servers = [\"http://127.0.0.1:1\", \"http://[::ffff:127.0.0.1]:1\"]",
+            3,
+            "upstream[0].servers[1]",
+        ),
+        (
+            "servers = [\"http://example.com:1\", \"http://example.com.:1\"]",
+            3,
+            "upstream[0].servers[1]",
+        ),
+        ("url = \"http://127.1:1\"", 3, "upstream[0].url"),
+        ("url = \"http://2130706433:1\"", 3, "upstream[0].url"),
+        ("url = \"http://0x7f000001:1\"", 3, "upstream[0].url"),
+        ("url = \"http://127.0.0.01:1\"", 3, "upstream[0].url"),
+        (
             "servers = [\"http://a:1/x\", \"http://b:1/y\"]",
             3,
             "upstream[0].servers[1]",
@@ -142,6 +156,11 @@ fn bad_groups_name_the_file_line_and_key() {
             "url = \"http://a:1\"\n[upstream.retry]\nattempts = 11",
             5,
             "upstream[0].retry.attempts",
+        ),
+        (
+            "url = \"http://a:1\"\n[upstream.outlier]\nfailure_statuses = \"5xx\"",
+            5,
+            "upstream[0].outlier.failure_statuses",
         ),
         (
             "url = \"http://a:1\"\n[upstream.outlier]\nmax_ejected_percent = 101",
@@ -233,4 +252,13 @@ fn retry_body_bytes_takes_up_to_64_mib_and_health_statuses_from_200() {
     .expect("200 and 599");
     let expect = c.upstreams[0].health.as_ref().map(|h| h.expect.clone());
     assert_eq!(expect, Some(vec![(200, 200), (599, 599)]));
+}
+
+#[test]
+fn failure_statuses_default_to_every_5xx() {
+    let c = parse("url = \"http://a:1\"").expect("default");
+    assert_eq!(c.upstreams[0].outlier.failure_statuses, vec![(500, 599)]);
+    let c = parse("url = \"http://a:1\"\n[upstream.outlier]\nfailure_statuses = \"502-504\"")
+        .expect("gateway failures");
+    assert_eq!(c.upstreams[0].outlier.failure_statuses, vec![(502, 504)]);
 }

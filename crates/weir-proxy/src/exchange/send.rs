@@ -121,7 +121,7 @@ impl Exchange<'_> {
             {
                 Ok(resp) => {
                     if resp.status().is_server_error() {
-                        group.record(server, AttemptResult::ServerError);
+                        group.record_server_error(server, resp.status());
                     } else if http_body::Body::is_end_stream(resp.body()) {
                         group.record(server, AttemptResult::Ok);
                     } else {

@@ -212,14 +212,11 @@ impl Exchange<'_> {
         };
         let server = self.server;
         let status = resp.status();
-        group.record(
-            server,
-            if status.is_server_error() {
-                AttemptResult::ServerError
-            } else {
-                AttemptResult::Ok
-            },
-        );
+        if status.is_server_error() {
+            group.record_server_error(server, status);
+        } else {
+            group.record(server, AttemptResult::Ok);
+        }
         if status != StatusCode::SWITCHING_PROTOCOLS {
             if ask == Ask::ExtendedConnect && status.is_success() {
                 // A 2xx would open the client's tunnel (RFC 8441 §5) with
