@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -140,19 +141,37 @@ fn one_gigabyte_download_keeps_rss_under_64_mb() {
     assert!(rss < 64 << 20, "peak RSS {} MB", rss >> 20);
 }
 
-#[test]
-fn check_prints_resolved_routes() {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+/// `weir check --config path`, run to its end.
+fn weir_check(path: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
         .args(["check", "--config"])
-        .arg(repo_root().join("config/weir.toml"))
+        .arg(path)
         .output()
-        .expect("run weir check");
-    let text = String::from_utf8_lossy(&out.stdout);
+        .expect("run weir check")
+}
+
+/// What `weir check` prints for the config at `path`, which must be valid.
+fn check_ok(path: &Path) -> String {
+    let out = weir_check(path);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What `weir check` prints for `config`, written to a temporary file.
+fn check_ok_text(config: &str) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("weir.toml");
+    std::fs::write(&path, config).expect("write config");
+    check_ok(&path)
+}
+
+#[test]
+fn check_prints_resolved_routes() {
+    let text = check_ok(&repo_root().join("config/weir.toml"));
     assert!(text.contains("listener  http://127.0.0.1:8080"), "{text}");
     assert!(text.contains("upstream  site"), "{text}");
     assert!(text.contains("prefix=/"), "{text}");
@@ -161,65 +180,25 @@ fn check_prints_resolved_routes() {
 /// The container's config is valid and keeps the origin's test endpoints off.
 #[test]
 fn the_docker_config_turns_the_test_endpoints_off() {
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["check", "--config"])
-        .arg(repo_root().join("config/docker.toml"))
-        .output()
-        .expect("run weir check");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = check_ok(&repo_root().join("config/docker.toml"));
     assert!(text.contains("listener  http://0.0.0.0:8080"), "{text}");
     assert!(text.contains("test endpoints off"), "{text}");
 }
 
 #[test]
 fn check_prints_an_upstreams_protocol() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("h2c.toml");
-    std::fs::write(
-        &path,
+    let text = check_ok_text(
         "[[upstream]]\nname = \"grpc\"\nurl = \"http://127.0.0.1:50051\"\nprotocol = \"h2c\"\n\n\
          [[route]]\nupstream = \"grpc\"\n",
-    )
-    .expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("run weir check");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("protocol h2c"), "{text}");
 }
 
 #[test]
 fn check_prints_the_outlier_and_retry_settings_of_a_group() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("group.toml");
-    std::fs::write(
-        &path,
+    let text = check_ok_text(
         "[[upstream]]\nname = \"app\"\nservers = [\"http://127.0.0.1:1\", \"http://127.0.0.1:2\"]\n\
          [upstream.retry]\nretry_body_bytes = 1048576\n\n[[route]]\nupstream = \"app\"\n",
-    )
-    .expect("write config");
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("run weir check");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("outlier consecutive_failures="), "{text}");
     assert!(text.contains("failure_statuses=500-599"), "{text}");
@@ -235,11 +214,7 @@ fn check_names_file_line_and_key_of_a_bad_config() {
         "[[upstream]]\nname = \"a\"\nurl = \"http://127.0.0.1:1\"\n\n[[route]]\nupstream = \"b\"\n",
     )
     .expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("run weir check");
+    let out = weir_check(&path);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("{}:6:", path.display())), "{err}");
