@@ -104,6 +104,7 @@ async fn compose_once(
         template_at_base: true,
         headers: HeaderMap::new(),
         observer: Arc::new(NoObserver),
+        script_nonce: None,
     };
     let body: BoxSource = Box::pin(weir_stream::once(template.clone()));
     let Page::Composed { mut body, .. } = compose(body, ctx).await else {
@@ -133,6 +134,7 @@ fn bench(c: &mut Criterion) {
             template_at_base: true,
             headers: HeaderMap::new(),
             observer: Arc::new(NoObserver),
+            script_nonce: None,
         };
         let body: BoxSource = Box::pin(weir_stream::once(template.clone()));
         let Page::Composed { body, .. } = compose(body, ctx).await else {

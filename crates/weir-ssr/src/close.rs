@@ -3,13 +3,20 @@
 //!
 //! A small tag tracker, not a parser: a byte-at-a-time state machine that
 //! sees start and end tags, attribute quotes, comments, `<!…>`
-//! declarations and the raw text of `script` and `style`, and keeps a
-//! bounded stack of open element names. Void elements (HTML §13.1.2) and
+//! declarations and the text of the raw text and escapable raw text
+//! elements (`script`, `style`, `textarea`, `title`, `xmp`, `iframe`,
+//! `noembed`, `noframes`, `noscript`; HTML §13.1.2, with scripting on;
+//! everything after `plaintext`), and keeps a bounded stack of open element
+//! names. Void elements (HTML §13.1.2) and
 //! self-closing tags open nothing; an end tag closes the nearest open
 //! element of its name and everything opened after it; a `li`, `p`, `dt`,
 //! `dd`, `option`, `tr`, `td` or `th` start tag first closes an open
 //! element of its kind at the top, as a browser would for the usual
 //! markup.
+//!
+//! The same tracker tells the page where out-of-order content may go
+//! (`crate::safe`): [`OpenElements::in_text`], [`OpenElements::depth`],
+//! [`OpenElements::is_open`].
 //!
 //! When the fragment is cut, [`OpenElements::closing`] finishes the
 //! construct it was cut inside (a quoted attribute value, a tag, a comment,
@@ -42,6 +49,24 @@ fn is_void(name: &[u8]) -> bool {
             | b"source"
             | b"track"
             | b"wbr"
+    )
+}
+
+/// Elements whose content is text up to their end tag (HTML §13.1.2: the
+/// raw text and escapable raw text elements, and those the tokenizer
+/// treats so with scripting on, §13.2.6.4.7). A `/>` does not close them.
+fn is_raw(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"script"
+            | b"style"
+            | b"textarea"
+            | b"title"
+            | b"xmp"
+            | b"iframe"
+            | b"noembed"
+            | b"noframes"
+            | b"noscript"
     )
 }
 
@@ -108,11 +133,14 @@ enum Mode {
     Comment {
         dashes: u8,
     },
-    /// Inside `script`/`style` text: bytes of `</name` matched so far.
+    /// Inside the text of a raw text element ([`is_raw`]): bytes of
+    /// `</name` matched so far.
     RawText {
         name: Name,
         matched: usize,
     },
+    /// After `<plaintext>`: text to the end, nothing ends it.
+    Plaintext,
 }
 
 /// Most bytes [`OpenElements::hold`] keeps unread, in bytes: a fragment
@@ -124,6 +152,11 @@ const HOLD_BYTES: usize = 16 * 1024;
 pub(crate) struct OpenElements {
     stack: Vec<Name>,
     mode: Mode,
+    /// An element was opened past [`MAX_DEPTH`]: the stack is not exact.
+    overflowed: bool,
+    /// A `</template>` came with no `template` open: inside a `<template>`
+    /// of the page's, it would close that one.
+    stray_template_end: bool,
     /// Chunks taken by `hold` and not yet fed, and their length in bytes.
     held: Vec<Bytes>,
     held_bytes: usize,
@@ -134,6 +167,8 @@ impl OpenElements {
         OpenElements {
             stack: Vec::new(),
             mode: Mode::Text,
+            overflowed: false,
+            stray_template_end: false,
             held: Vec::new(),
             held_bytes: 0,
         }
@@ -154,7 +189,8 @@ impl OpenElements {
         }
     }
 
-    fn feed_held(&mut self) {
+    /// Feeds every held chunk now.
+    pub(crate) fn feed_held(&mut self) {
         let mut held = std::mem::take(&mut self.held);
         for chunk in held.drain(..) {
             self.feed(&chunk);
@@ -231,6 +267,7 @@ impl OpenElements {
                     };
                     i += n;
                 }
+                Mode::Plaintext => return,
                 _ => {}
             }
             self.step(chunk[i]);
@@ -327,6 +364,7 @@ impl OpenElements {
                 b'>' if dashes >= 2 => Mode::Text,
                 _ => Mode::Comment { dashes: 0 },
             },
+            Mode::Plaintext => Mode::Plaintext,
             Mode::RawText { name, matched } => {
                 let want = |k: usize| match k {
                     0 => b'<',
@@ -361,24 +399,54 @@ impl OpenElements {
     /// A complete tag: updates the stack; the mode after it.
     fn finish(&mut self, name: Name, end: bool, self_closing: bool) -> Mode {
         if end {
-            if let Some(at) = self.stack.iter().rposition(|n| *n == name) {
-                self.stack.truncate(at);
+            match self.stack.iter().rposition(|n| *n == name) {
+                Some(at) => self.stack.truncate(at),
+                None if name.as_slice() == b"template" => self.stray_template_end = true,
+                None => {}
             }
             return Mode::Text;
         }
+        if is_raw(name.as_slice()) {
+            return Mode::RawText { name, matched: 0 };
+        }
+        if name.as_slice() == b"plaintext" {
+            return Mode::Plaintext;
+        }
         if self_closing || is_void(name.as_slice()) {
             return Mode::Text;
-        }
-        if name.as_slice() == b"script" || name.as_slice() == b"style" {
-            return Mode::RawText { name, matched: 0 };
         }
         if closes_sibling(name.as_slice()) && self.stack.last().is_some_and(|top| *top == name) {
             self.stack.pop();
         }
         if self.stack.len() < MAX_DEPTH {
             self.stack.push(name);
+        } else {
+            self.overflowed = true;
         }
         Mode::Text
+    }
+
+    /// Whether the bytes fed so far end in text: not inside a tag, an
+    /// attribute value, a comment, a declaration or a raw text element.
+    /// (Held chunks are not looked at: [`OpenElements::feed_held`] first.)
+    pub(crate) fn in_text(&self) -> bool {
+        self.mode == Mode::Text
+    }
+
+    /// Open elements, outermost first; `None` once more were opened than
+    /// the tracker keeps (then it cannot tell).
+    pub(crate) fn depth(&self) -> Option<usize> {
+        (!self.overflowed).then_some(self.stack.len())
+    }
+
+    /// Whether an element named one of `names` (lower case) is open.
+    pub(crate) fn is_open(&self, names: &[&[u8]]) -> bool {
+        self.stack.iter().any(|n| names.contains(&n.as_slice()))
+    }
+
+    /// Whether a `</template>` came that closed no `template` of its own.
+    pub(crate) fn stray_template_end(&self) -> bool {
+        self.stray_template_end
     }
 
     /// The bytes that end what the fragment was cut inside of (a quoted
@@ -414,6 +482,8 @@ impl OpenElements {
                 // `>` or a space, so the end tag below is the one that counts.
                 push_end(&mut out, name.as_slice());
             }
+            // Nothing ends it.
+            Mode::Plaintext => {}
         }
         if elements {
             for name in self.stack.iter().rev() {
@@ -489,6 +559,34 @@ mod tests {
             "</script></div>"
         );
         assert_eq!(every_split("<div><img src=\"a>b\" alt='x"), "'></div>");
+    }
+
+    #[test]
+    fn raw_text_elements_are_finished_and_their_text_is_not_markup() {
+        assert_eq!(
+            every_split("<div><textarea>a <b>bold</b> </textar"),
+            "</textarea></div>"
+        );
+        assert_eq!(every_split("<title>a<p>b</title><em>"), "</em>");
+        assert_eq!(every_split("<noscript><p>x"), "</noscript>");
+        assert_eq!(every_split("<script/>var a='<p>';"), "</script>");
+        assert_eq!(every_split("<div><plaintext></div><p>"), "</div>");
+    }
+
+    #[test]
+    fn queries_tell_text_depth_open_names_and_stray_template_ends() {
+        let mut t = OpenElements::new();
+        t.feed(b"<body><div class=\"a\">");
+        assert!(t.in_text());
+        assert_eq!(t.depth(), Some(2));
+        assert!(t.is_open(&[b"body"]) && !t.is_open(&[b"template"]));
+        t.feed(b"<p title=\"x");
+        assert!(!t.in_text());
+        t.feed(b"\"><template>x</template></template>");
+        assert!(t.in_text() && t.stray_template_end());
+        let mut deep = OpenElements::new();
+        deep.feed("<i>".repeat(MAX_DEPTH + 1).as_bytes());
+        assert_eq!(deep.depth(), None);
     }
 
     #[test]

@@ -13,10 +13,15 @@
 //! flushes (a compressor's sync flush, a coalescer's partial batch), so a
 //! finished fragment reaches the client even when the next one is ready.
 //!
-//! `async` fragments leave a placeholder where they stand and are emitted,
-//! in the order they become ready, before the first `</body>` (or at the
-//! end of a template without one), each inside a `<template>` with a small
-//! inline script that moves it into place.
+//! `async` fragments leave a placeholder where they stand; their content
+//! goes out as soon as it is ready at the next safe point of the page, or
+//! at the latest before the first `</body>` (or at the end of a template
+//! without one), each inside a `<template>` with a small inline script
+//! that moves it into place (`crate::asyncs`).
+//!
+//! Every spool of the page draws on one byte budget, `page_buffer_bytes`
+//! (`crate::spool`): past it, fragments that hold bytes are not read until
+//! the page has taken some.
 //!
 //! Dropping the page aborts every fragment task: in-flight fetches are
 //! cancelled and their upstream connections closed.
@@ -37,12 +42,13 @@ use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 use weir_stream::{Batch, BatchResult, Source, StreamError};
 
+use crate::asyncs::{Asyncs, Point};
 use crate::fetch::{BoxSource, Fetcher};
 use crate::fragment::{self, Job};
 use crate::observe::{Failure, FragmentEvent, FragmentOutcome, Observer};
 use crate::scan::{Include, Piece, Scanner};
 use crate::settings::ComposeSettings;
-use crate::spool::{Head, SpoolReader, spool};
+use crate::spool::{Budget, Head, SpoolReader, spool};
 
 /// Fields of the primary fragment's response that become the page's
 /// (besides its status): `Set-Cookie` (all of them), `Cache-Control`,
@@ -78,6 +84,10 @@ pub struct PageContext {
     pub headers: HeaderMap,
     /// Receives the fragment events.
     pub observer: Arc<dyn Observer>,
+    /// The nonce for the inline scripts that move `async` fragments into
+    /// place, when the page's `Content-Security-Policy` requires one
+    /// ([`script_nonce`](crate::script_nonce) finds it); base64 only.
+    pub script_nonce: Option<String>,
 }
 
 impl std::fmt::Debug for PageContext {
@@ -136,6 +146,10 @@ pub(crate) struct Shared {
     pub next_async: AtomicUsize,
     /// The page budget's end.
     pub deadline: Instant,
+    /// `page_buffer_bytes`, shared by every spool of the page.
+    pub budget: Arc<Budget>,
+    /// The nonce of the mover scripts (see [`PageContext::script_nonce`]).
+    pub nonce: Option<Arc<str>>,
 }
 
 /// One template level: the page (depth 0) or a nested template.
@@ -168,16 +182,18 @@ impl Level {
 enum Slot {
     Text(Bytes),
     Frag(usize),
-    /// Where the `async` fragments go.
-    AsyncPoint,
+    /// An `async` fragment's placeholder: its entry in [`Core::asyncs`]
+    /// and its markup.
+    Placeholder(usize, Bytes),
+    /// Where the `async` fragments not yet out go (`true`: the end of the
+    /// template; else the first `</body>`).
+    AsyncPoint(bool),
 }
 
 struct Frag {
     reader: SpoolReader,
     /// What it counts in [`Core::held`] until it is handed on.
     weight: usize,
-    /// The placeholder number of an `async` fragment.
-    async_id: Option<usize>,
 }
 
 /// A composed page (or nested template) as a [`Source`] of batches.
@@ -199,9 +215,10 @@ struct Core {
     /// weight of every fragment not yet handed on.
     held: usize,
     frags: Vec<Option<Frag>>,
-    /// `async` fragments not yet emitted, in document order.
-    asyncs: Vec<usize>,
-    async_point_seen: bool,
+    /// The `async` fragments.
+    asyncs: Asyncs,
+    /// The first `</body>` was found.
+    body_end_seen: bool,
     /// Whether a primary may still be taken (page level, before the head).
     primary_open: bool,
     primary: Option<usize>,
@@ -239,6 +256,7 @@ impl std::fmt::Debug for Core {
 /// Outside a Tokio runtime (fragments run as tasks).
 pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
     let now = Instant::now();
+    let page_buffer = ctx.settings.page_buffer_bytes;
     let shared = Arc::new(Shared {
         permits: Arc::new(Semaphore::new(ctx.settings.max_parallel.max(1))),
         // A budget past what the clock can hold is no budget: a year will do.
@@ -251,6 +269,8 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         observer: ctx.observer,
         includes: AtomicUsize::new(0),
         next_async: AtomicUsize::new(0),
+        budget: Budget::new(page_buffer),
+        nonce: ctx.script_nonce.map(Arc::from),
     });
     let base: Arc<str> = ctx.base.into();
     let ancestors: Arc<[Arc<str>]> = if ctx.template_at_base {
@@ -296,6 +316,11 @@ impl PageBody {
 impl Core {
     fn new(template: BoxSource, level: Level, top: bool) -> Core {
         let scanner = Scanner::new(level.shared.settings.scan);
+        let asyncs = Asyncs::new(
+            top,
+            level.shared.nonce.clone(),
+            level.shared.settings.async_stream,
+        );
         Core {
             level,
             template: Some(template),
@@ -304,8 +329,8 @@ impl Core {
             slots: VecDeque::new(),
             held: 0,
             frags: Vec::new(),
-            asyncs: Vec::new(),
-            async_point_seen: false,
+            asyncs,
+            body_end_seen: false,
             primary_open: top,
             primary: None,
             tasks: Vec::new(),
@@ -338,10 +363,7 @@ impl Core {
                     self.template = None;
                     self.scanner.finish(&mut self.scratch);
                     self.take_pieces();
-                    if !self.async_point_seen {
-                        self.async_point_seen = true;
-                        self.slots.push_back(Slot::AsyncPoint);
-                    }
+                    self.slots.push_back(Slot::AsyncPoint(true));
                 }
                 Poll::Pending => break,
             }
@@ -359,9 +381,9 @@ impl Core {
                 }
                 Piece::Include(inc) => self.add_include(inc),
                 Piece::BodyEnd => {
-                    if !self.async_point_seen {
-                        self.async_point_seen = true;
-                        self.slots.push_back(Slot::AsyncPoint);
+                    if !self.body_end_seen {
+                        self.body_end_seen = true;
+                        self.slots.push_back(Slot::AsyncPoint(false));
                     }
                 }
                 Piece::Warning(w) => {
@@ -379,8 +401,12 @@ impl Core {
         let shared = Arc::clone(&self.level.shared);
         let index = self.frags.len();
         let weight = INCLUDE_COST + inc.fallback.len();
+        let fallback = inc.fallback.clone();
         self.held += weight;
-        let (writer, reader) = spool(shared.settings.fragment_buffer_bytes);
+        let (writer, reader) = spool(
+            shared.settings.fragment_buffer_bytes,
+            Arc::clone(&shared.budget),
+        );
         let primary = inc.primary && self.primary_open && self.primary.is_none();
         if inc.primary && !primary {
             tracing::debug!(
@@ -428,17 +454,12 @@ impl Core {
         if primary {
             self.primary = Some(index);
         }
-        self.frags.push(Some(Frag {
-            reader,
-            weight,
-            async_id,
-        }));
+        self.frags.push(Some(Frag { reader, weight }));
         match async_id {
             Some(id) => {
-                self.asyncs.push(index);
-                let placeholder = format!("<template id=\"weir-slot-{id}\"></template>");
+                let (entry, placeholder) = self.asyncs.add(index, id, &fallback);
                 self.held += placeholder.len();
-                self.slots.push_back(Slot::Text(Bytes::from(placeholder)));
+                self.slots.push_back(Slot::Placeholder(entry, placeholder));
             }
             None => self.slots.push_back(Slot::Frag(index)),
         }
@@ -512,36 +533,53 @@ impl Core {
         out
     }
 
-    /// Moves the next `async` fragment that is ready in front of the async
-    /// point; `Ready(true)` when none is left.
-    fn poll_next_async(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
-        if self.asyncs.is_empty() {
-            return Poll::Ready(true);
+    /// At a boundary of the page's output: whatever `async` content is
+    /// ready and may go out here (see `crate::asyncs`), into `out`.
+    fn splice(&mut self, cx: &mut Context<'_>, out: &mut Batch) {
+        if !self.asyncs.is_early() {
+            return;
         }
-        let ready = self.asyncs.iter().position(|&i| {
-            self.frags[i]
-                .as_ref()
-                .is_none_or(|f| f.reader.poll_ready(cx).is_ready())
-        });
-        let Some(at) = ready else {
-            return Poll::Pending;
-        };
-        let index = self.asyncs.remove(at);
-        let id = self.frags[index]
-            .as_ref()
-            .and_then(|f| f.async_id)
-            .unwrap_or(index);
-        let open = format!("<template id=\"weir-async-{id}\">");
-        let close = format!(
-            "</template><script>(function(){{var t=document.getElementById(\"weir-async-{id}\"),\
-             p=document.getElementById(\"weir-slot-{id}\");if(t&&p){{p.replaceWith(t.content);\
-             t.remove()}}}})()</script>"
+        let frags = &self.frags;
+        let done = self.asyncs.splice(
+            |i| frags.get(i).and_then(Option::as_ref).map(|f| &f.reader),
+            cx,
+            out,
         );
-        self.held += open.len() + close.len();
-        self.slots.push_front(Slot::Text(Bytes::from(close)));
-        self.slots.push_front(Slot::Frag(index));
-        self.slots.push_front(Slot::Text(Bytes::from(open)));
-        Poll::Ready(false)
+        for i in done {
+            if let Some(f) = self.frags.get_mut(i).and_then(Option::take) {
+                self.held = self.held.saturating_sub(f.weight);
+            }
+        }
+        self.asyncs.settle(self.template.is_none());
+    }
+
+    /// At an async point: queues what goes next in front of it;
+    /// `Ready(true)` when nothing is left for it.
+    fn poll_async_point(&mut self, cx: &mut Context<'_>, end: bool) -> Poll<bool> {
+        let frags = &self.frags;
+        let point = std::task::ready!(self.asyncs.poll_point(
+            |i| frags.get(i).and_then(Option::as_ref).map(|f| &f.reader),
+            cx,
+            end,
+        ));
+        Poll::Ready(match point {
+            Point::Done => true,
+            Point::Emit {
+                before,
+                frag,
+                after,
+            } => {
+                self.held += before.len() + after.len();
+                if !after.is_empty() {
+                    self.slots.push_front(Slot::Text(after));
+                }
+                if let Some(i) = frag {
+                    self.slots.push_front(Slot::Frag(i));
+                }
+                self.slots.push_front(Slot::Text(before));
+                false
+            }
+        })
     }
 }
 
@@ -579,16 +617,29 @@ impl Source for PageBody {
                 Slot::Text(_) => {
                     if let Some(Slot::Text(b)) = this.slots.pop_front() {
                         this.held = this.held.saturating_sub(b.len());
+                        this.asyncs.hold(&b);
+                        out.push(b);
+                    }
+                }
+                Slot::Placeholder(..) => {
+                    if let Some(Slot::Placeholder(entry, b)) = this.slots.pop_front() {
+                        this.held = this.held.saturating_sub(b.len());
+                        this.asyncs.placeholder_sent(entry, &b);
                         out.push(b);
                     }
                 }
                 &Slot::Frag(i) => {
+                    // A boundary: before the slot, or between two batches.
+                    this.splice(cx, &mut out);
                     let Some(frag) = this.frags[i].as_mut() else {
                         this.slots.pop_front();
                         continue;
                     };
                     match Pin::new(&mut frag.reader).poll_next_batch(cx) {
                         Poll::Ready(Some(Ok(batch))) => {
+                            for c in batch.chunks() {
+                                this.asyncs.hold(c);
+                            }
                             out.append(batch);
                             break;
                         }
@@ -597,6 +648,8 @@ impl Source for PageBody {
                             if let Some(done) = this.frags[i].take() {
                                 this.held = this.held.saturating_sub(done.weight);
                             }
+                            // A boundary after the slot.
+                            this.splice(cx, &mut out);
                             // A boundary: let the pipeline flush.
                             if out.is_empty() {
                                 cx.waker().wake_by_ref();
@@ -608,7 +661,7 @@ impl Source for PageBody {
                         Poll::Pending => break,
                     }
                 }
-                Slot::AsyncPoint => match this.poll_next_async(cx) {
+                &Slot::AsyncPoint(end) => match this.poll_async_point(cx, end) {
                     Poll::Ready(true) => {
                         this.slots.pop_front();
                     }
@@ -616,6 +669,10 @@ impl Source for PageBody {
                     Poll::Pending => break,
                 },
             }
+        }
+        if this.slots.is_empty() && this.template.is_some() {
+            // Waiting for more template: a boundary too.
+            this.splice(cx, &mut out);
         }
         if !out.is_empty() {
             return Poll::Ready(Some(Ok(out)));

@@ -13,8 +13,12 @@
 //! |---|---|
 //! | [`scan`] | find include tags in a streaming template |
 //! | [`compose`](mod@compose) | the page: slots in order, the primary's head, `async` fragments |
+//! | `asyncs` | `async` fragments: out of order at safe points, or at the async points |
+//! | `safe` | safe points: where out-of-order content may go into the page |
+//! | `mover` | the markup of `async` fragments: placeholder, template, mover script |
+//! | [`script_nonce`] | the CSP nonce for the mover script |
 //! | `fragment` | one fragment's task: sources, deadlines, fallbacks, nested templates |
-//! | `spool` | the byte-bounded buffer between a fragment task and the page |
+//! | `spool` | the byte-bounded buffer between a fragment task and the page, and the page-wide budget |
 //! | `decode` | gzip/deflate fragments decoded before splicing |
 //! | `close` | closing the elements a fragment cut short left open |
 //! | [`fetch`] | the [`Fetcher`] trait |
@@ -24,17 +28,22 @@
 //! This crate depends on `weir-stream` and its own libraries, never on the
 //! proxy or hyper.
 
+mod asyncs;
 mod close;
 pub mod compose;
+mod csp;
 mod decode;
 pub mod fetch;
 mod fragment;
+mod mover;
 pub mod observe;
+mod safe;
 pub mod scan;
 pub mod settings;
 mod spool;
 
 pub use compose::{PRIMARY_FIELDS, Page, PageBody, PageContext, compose};
+pub use csp::script_nonce;
 pub use decode::{DecodeError, DecodeLimits, decode_body};
 pub use fetch::{BoxSource, FetchError, FetchFuture, Fetcher, FragmentResponse};
 pub use fragment::{X_WEIR_TEMPLATE, is_template};

@@ -27,6 +27,17 @@ pub struct ComposeSettings {
     /// Bytes a fragment that is not yet at the head of the line may hold;
     /// past it, its upstream body is not read until its turn. Default 256 KiB.
     pub fragment_buffer_bytes: usize,
+    /// Bytes all the fragments of one page may hold together in their
+    /// buffers (nested templates' included), on top of
+    /// `fragment_buffer_bytes` each: past it, a fragment that holds bytes
+    /// is not read until the page has taken some (backpressure, never an
+    /// error). A fragment whose buffer is empty may always take one batch,
+    /// so the one the page is reading never waits. Default 8 MiB.
+    pub page_buffer_bytes: usize,
+    /// Send an `async` fragment's content in pieces as it arrives (each a
+    /// run of whole top-level nodes), instead of once it is complete.
+    /// Default `false`.
+    pub async_stream: bool,
     /// Most includes processed in one page, nested ones included; the rest
     /// get their inline fallback markup without a fetch. Default 256.
     pub max_includes: usize,
@@ -59,6 +70,8 @@ impl Default for ComposeSettings {
             page_timeout: Duration::from_secs(60),
             max_parallel: 32,
             fragment_buffer_bytes: 256 * 1024,
+            page_buffer_bytes: 8 * 1024 * 1024,
+            async_stream: false,
             max_includes: 256,
             max_depth: 3,
             close_open_elements: false,

@@ -6,6 +6,14 @@
 //! write waits: the upstream body is not read again until the page has
 //! taken bytes out (backpressure through the pull, not memory).
 //!
+//! Every spool of a page also draws on the page's [`Budget`]
+//! (`page_buffer_bytes`): a spool that already holds bytes takes no more
+//! while the page's spools together hold the budget or more. An empty
+//! spool always takes one batch, so the fragment the page is reading (it
+//! empties its spool as it goes) and an `async` fragment's first bytes
+//! never wait for the others: the bound is the budget plus one batch per
+//! fragment in flight.
+//!
 //! The spool also carries the fragment's head (status and fields) as soon
 //! as the task knows it, for the primary fragment and for `Link` fields.
 
@@ -57,6 +65,7 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     cap: usize,
+    budget: Arc<Budget>,
 }
 
 impl Shared {
@@ -69,12 +78,83 @@ impl Shared {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReaderGone;
 
+/// The bytes held by all the spools of one page, against
+/// `page_buffer_bytes`.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    cap: usize,
+    state: Mutex<BudgetState>,
+}
+
+#[derive(Debug, Default)]
+struct BudgetState {
+    held: usize,
+    /// Writers waiting for the page to hold less than `cap`.
+    waiting: Vec<Waker>,
+}
+
+impl Budget {
+    /// A budget of `cap` bytes (at least 1).
+    pub(crate) fn new(cap: usize) -> Arc<Budget> {
+        Arc::new(Budget {
+            cap: cap.max(1),
+            state: Mutex::new(BudgetState::default()),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BudgetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes held now by the page's spools.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.lock().held
+    }
+
+    /// Counts `n` bytes whatever the page holds.
+    fn take(&self, n: usize) {
+        self.lock().held += n;
+    }
+
+    /// Counts `n` bytes if the page holds less than the budget; otherwise
+    /// registers `cx` to be woken when it does.
+    fn try_take(&self, n: usize, cx: &Context<'_>) -> bool {
+        let mut s = self.lock();
+        if s.held < self.cap {
+            s.held += n;
+            return true;
+        }
+        if !s.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+            s.waiting.push(cx.waker().clone());
+        }
+        false
+    }
+
+    /// Gives back `n` bytes; wakes the waiting writers once the page holds
+    /// less than the budget.
+    fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut s = self.lock();
+        s.held = s.held.saturating_sub(n);
+        if s.held < self.cap {
+            for w in s.waiting.drain(..) {
+                w.wake();
+            }
+        }
+    }
+}
+
 /// A spool holding at most about `cap` bytes (a write is admitted while
-/// fewer than `cap` bytes are held, so one batch may pass the cap).
-pub(crate) fn spool(cap: usize) -> (SpoolWriter, SpoolReader) {
+/// fewer than `cap` bytes are held, so one batch may pass the cap), drawing
+/// on the page's `budget`.
+pub(crate) fn spool(cap: usize, budget: Arc<Budget>) -> (SpoolWriter, SpoolReader) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         cap: cap.max(1),
+        budget,
     });
     (
         SpoolWriter {
@@ -114,6 +194,7 @@ impl SpoolWriter {
             return;
         }
         let mut s = self.shared.lock();
+        self.shared.budget.take(bytes.len());
         s.bytes += bytes.len();
         s.chunks.push_back(bytes);
         if let Some(w) = s.reader.take() {
@@ -122,7 +203,8 @@ impl SpoolWriter {
     }
 
     /// Appends `batch`, first waiting while the spool holds `cap` bytes or
-    /// more.
+    /// more, or holds some bytes while the page's spools hold the page's
+    /// budget or more.
     ///
     /// # Errors
     /// [`ReaderGone`] once the page has dropped the fragment.
@@ -137,6 +219,14 @@ impl SpoolWriter {
                 return Poll::Ready(Err(ReaderGone));
             }
             if s.bytes >= self.shared.cap {
+                s.writer = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let n = batch.as_ref().map_or(0, Batch::byte_len);
+            if s.bytes == 0 {
+                self.shared.budget.take(n);
+            } else if !self.shared.budget.try_take(n, cx) {
+                // Also woken if the page drops the fragment meanwhile.
                 s.writer = Some(cx.waker().clone());
                 return Poll::Pending;
             }
@@ -195,6 +285,32 @@ impl SpoolReader {
         self.shared.lock().head.clone()
     }
 
+    /// Clones of the chunks held, from the `from`-th on (reference counts,
+    /// no copy), and whether the writer is done (no chunk will follow
+    /// them). Registers `cx` to be woken by the next write or the end.
+    pub fn peek(&self, from: usize, cx: &mut Context<'_>) -> (Vec<Bytes>, bool) {
+        let mut s = self.shared.lock();
+        let chunks = s.chunks.iter().skip(from).cloned().collect();
+        if !s.closed {
+            s.reader = Some(cx.waker().clone());
+        }
+        (chunks, s.closed)
+    }
+
+    /// Takes the first `n` chunks held (all of them if fewer), as a batch.
+    pub fn take_front(&self, n: usize) -> Batch {
+        let mut s = self.shared.lock();
+        let n = n.min(s.chunks.len());
+        let batch: Batch = s.chunks.drain(..n).collect();
+        let taken = batch.byte_len();
+        s.bytes = s.bytes.saturating_sub(taken);
+        self.shared.budget.release(taken);
+        if let Some(w) = s.writer.take() {
+            w.wake();
+        }
+        batch
+    }
+
     /// Whether a poll would return at once (bytes held, or the end);
     /// otherwise registers `cx` to be woken when that changes.
     pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
@@ -213,7 +329,7 @@ impl Source for SpoolReader {
         let mut s = self.shared.lock();
         if !s.chunks.is_empty() {
             let batch: Batch = s.chunks.drain(..).collect();
-            s.bytes = 0;
+            self.shared.budget.release(std::mem::take(&mut s.bytes));
             if let Some(w) = s.writer.take() {
                 w.wake();
             }
@@ -232,7 +348,7 @@ impl Drop for SpoolReader {
         let mut s = self.shared.lock();
         s.reader_gone = true;
         s.chunks.clear();
-        s.bytes = 0;
+        self.shared.budget.release(std::mem::take(&mut s.bytes));
         if let Some(w) = s.writer.take() {
             w.wake();
         }
@@ -246,7 +362,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_spool_makes_the_writer_wait_until_the_reader_takes() {
-        let (w, mut r) = spool(10);
+        let (w, mut r) = spool(10, Budget::new(usize::MAX));
         w.write(Batch::one(Bytes::from_static(b"0123456789")))
             .await
             .expect("first write");
@@ -265,7 +381,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_reader_fails_writes_and_releases_bytes() {
-        let (w, r) = spool(4);
+        let (w, r) = spool(4, Budget::new(usize::MAX));
         w.write(Batch::one(Bytes::from_static(b"abcd")))
             .await
             .expect("write");
@@ -279,8 +395,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn past_the_page_budget_only_empty_spools_take_a_batch() {
+        let budget = Budget::new(10);
+        let (a, mut ra) = spool(100, Arc::clone(&budget));
+        let (b, rb) = spool(100, Arc::clone(&budget));
+        let chunk = |n: usize| Batch::one(Bytes::from(vec![b'x'; n]));
+        a.write(chunk(6)).await.expect("empty spool");
+        a.write(chunk(4)).await.expect("under the budget");
+        assert_eq!(budget.held(), 10);
+        b.write(chunk(3))
+            .await
+            .expect("an empty spool takes one batch");
+        assert_eq!(budget.held(), 13);
+        let mut blocked = Box::pin(b.write(chunk(1)));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(blocked.as_mut().poll(&mut cx).is_pending(), "over budget");
+        let got = ra.next_batch().await.expect("some").expect("ok");
+        assert_eq!(got.byte_len(), 10);
+        assert_eq!(budget.held(), 3);
+        assert_eq!(blocked.await, Ok(()));
+        assert_eq!(budget.held(), 4);
+        let front = rb.take_front(1);
+        assert_eq!(front.byte_len(), 3);
+        drop(rb);
+        assert_eq!(budget.held(), 0, "a dropped reader gives its bytes back");
+        drop(a);
+        assert!(ra.next_batch().await.is_none());
+    }
+
+    #[tokio::test]
     async fn a_dropped_writer_reports_a_failed_head_and_ends() {
-        let (w, mut r) = spool(4);
+        let (w, mut r) = spool(4, Budget::new(usize::MAX));
         drop(w);
         assert!(matches!(r.head(), Some(Head::Failed { .. })));
         assert!(r.next_batch().await.is_none());

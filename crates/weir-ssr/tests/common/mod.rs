@@ -264,6 +264,7 @@ pub fn context(fetcher: &Arc<MemFetcher>, settings: ComposeSettings) -> (PageCon
             template_at_base: true,
             headers: HeaderMap::new(),
             observer: counts.clone(),
+            script_nonce: None,
         },
         counts,
     )
