@@ -271,13 +271,16 @@ fn describe(config: &Config) -> String {
             };
             out += &format!(
                 "          ssr {source} fragment_timeout={} fragment_total_timeout={} page_timeout={} \
-                 max_parallel={} fragment_buffer_bytes={} max_includes={} max_depth={} \
+                 max_parallel={} fragment_buffer_bytes={} page_buffer_bytes={} async_stream={} \
+                 max_includes={} max_depth={} \
                  cache_fragments={} forward_cookies={}\n",
                 format_duration(c.fragment_timeout),
                 format_duration(c.fragment_total_timeout),
                 format_duration(c.page_timeout),
                 c.max_parallel,
                 c.fragment_buffer_bytes,
+                c.page_buffer_bytes,
+                c.async_stream,
                 c.max_includes,
                 c.max_depth,
                 ssr.cache_fragments,

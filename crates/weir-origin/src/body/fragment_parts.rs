@@ -16,12 +16,25 @@ use crate::filler;
 /// Largest data frame, in bytes (64 KiB).
 pub(crate) const MAX_FRAME: usize = filler::MAX_SLICE;
 
+/// Where [`FragmentParts`] ends its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// At `k * len / parts`: parts of nearly equal size, cut anywhere.
+    Even,
+    /// At the first line end (just after a `\n`) at or after
+    /// `k * len / parts`, or the body's end: never mid-line.
+    Lines,
+}
+
 pin_project! {
     /// Yields `prefix` followed by `filler_len` bytes of [filler](crate::filler),
     /// cut into `parts` parts of nearly equal size: part `k` (from 0) is the
     /// bytes `k * len / parts .. (k + 1) * len / parts` of the whole, rounded
     /// down. A part is one data frame when it holds at most 64 KiB, else
     /// consecutive frames of at most 64 KiB each.
+    ///
+    /// With [`Cut::Lines`], each boundary moves forward to the next line
+    /// end instead, and parts left empty by that are skipped.
     ///
     /// The first part is yielded at once; each later part waits `interval`
     /// after the previous one ended. A body shorter than `parts` bytes has
@@ -40,6 +53,7 @@ pin_project! {
         part: u64,
         interval: Duration,
         length: Length,
+        cut: Cut,
         #[pin]
         pause: Option<Sleep>,
         waiting: bool,
@@ -65,9 +79,16 @@ impl FragmentParts {
             part: 0,
             interval,
             length,
+            cut: Cut::Even,
             pause: None,
             waiting: false,
         }
+    }
+
+    /// The same body, its parts ended as `cut` says.
+    pub(crate) fn cut(mut self, cut: Cut) -> Self {
+        self.cut = cut;
+        self
     }
 
     /// Offset where part `k` starts (`k = parts` gives the end).
@@ -75,7 +96,36 @@ impl FragmentParts {
         // At most 10^4 parts of a few GiB: the product fits u128 easily,
         // and the quotient is at most `len`, which fits u64.
         let at = u128::from(k) * u128::from(self.len) / u128::from(self.parts.max(1));
-        u64::try_from(at).unwrap_or(self.len)
+        let at = u64::try_from(at).unwrap_or(self.len);
+        match self.cut {
+            Cut::Even => at,
+            Cut::Lines => self.line_end(at),
+        }
+    }
+
+    /// The first offset at or after `at` that starts the body, follows a
+    /// `\n`, or ends the body.
+    fn line_end(&self, at: u64) -> u64 {
+        let split = self.prefix.len() as u64;
+        if at == 0 || at >= self.len {
+            return at.min(self.len);
+        }
+        if at <= split {
+            // Offsets up to `split` index the prefix (fits usize).
+            let from = at as usize - 1;
+            if let Some(i) = self.prefix[from..].iter().position(|&b| b == b'\n') {
+                return (from + i + 1) as u64;
+            }
+        }
+        // In the filler, a line ends every UNIT bytes (its last byte is `\n`).
+        let unit = filler::UNIT.len() as u64;
+        let into = at.max(split) - split;
+        let past = if into > 0 && into % unit == 0 {
+            into
+        } else {
+            (into / unit + 1) * unit
+        };
+        (split + past).min(self.len)
     }
 
     /// The body's bytes `start .. end` (at most [`MAX_FRAME`] of them).
@@ -114,8 +164,14 @@ impl Body for FragmentParts {
         if self.pos >= self.len {
             return Poll::Ready(None);
         }
-        let part_end = self.boundary(self.part + 1);
         let start = self.pos;
+        let mut part_end = self.boundary(self.part + 1);
+        // A part left empty by moving boundaries to line ends.
+        while part_end <= start && self.part + 1 < self.parts {
+            let next = self.part + 1;
+            *self.as_mut().project().part = next;
+            part_end = self.boundary(next + 1);
+        }
         let end = part_end.min(start + MAX_FRAME as u64);
         let data = self.bytes(start, end);
         let mut this = self.project();
@@ -186,6 +242,43 @@ mod tests {
         assert_eq!(texts, [&b"012"[..], b"345", b"6789"]);
         let at: Vec<u128> = got.iter().map(|(t, _)| *t).collect();
         assert_eq!(at, [0, 100, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn line_cuts_end_every_part_after_a_newline() {
+        let markup = "<ul>\n<li>one</li>\n<li>two</li>\n<li>three</li>\n</ul>\n";
+        let body = FragmentParts::new(
+            Bytes::from_static(markup.as_bytes()),
+            0,
+            4,
+            Duration::from_millis(100),
+            Length::Hidden,
+        )
+        .cut(Cut::Lines);
+        let got = frames(body).await;
+        let texts: Vec<&[u8]> = got.iter().map(|(_, d)| &d[..]).collect();
+        assert_eq!(
+            texts,
+            [
+                &b"<ul>\n<li>one</li>\n"[..],
+                b"<li>two</li>\n",
+                b"<li>three</li>\n",
+                b"</ul>\n"
+            ]
+        );
+        // Into the filler: its lines end every 64 bytes.
+        let body = FragmentParts::new(
+            Bytes::from_static(b"<p>x</p>"),
+            256,
+            3,
+            Duration::ZERO,
+            Length::Hidden,
+        )
+        .cut(Cut::Lines);
+        let got = frames(body).await;
+        let sizes: Vec<usize> = got.iter().map(|(_, d)| d.len()).collect();
+        assert_eq!(sizes, [8 + 128, 64, 64]);
+        assert!(got[..2].iter().all(|(_, d)| d.ends_with(b"\n")));
     }
 
     #[tokio::test(start_paused = true)]

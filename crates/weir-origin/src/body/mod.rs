@@ -17,7 +17,7 @@ mod static_chunks;
 
 pub(crate) use cut_after::CutAfter;
 pub(crate) use fail_at_end::FailAtEnd;
-pub(crate) use fragment_parts::FragmentParts;
+pub(crate) use fragment_parts::{Cut, FragmentParts};
 pub(crate) use gzip_frames::GzipFrames;
 pub(crate) use html_page::HtmlPage;
 pub(crate) use paced::Paced;

@@ -34,6 +34,11 @@
 //!   each later one `chunk_delay_ms` after the previous. A part is one data
 //!   frame up to 64 KiB, else frames of at most 64 KiB. A body shorter than
 //!   `chunks` bytes goes one byte per part.
+//! - `lines` (`0` or `1`, default 0): with `1`, every part but the last
+//!   ends at a line end instead: each boundary moves forward to just after
+//!   the next `\n` (a part that would be empty is skipped, with its pause).
+//!   Fragment files with one element per line (the demo's) are then cut
+//!   between elements, never mid-word.
 //! - `fail_after` (`0 ..= 2^31`): send the head and this many body bytes
 //!   (as sent, so gzip-encoded ones with `gzip=1`; the whole body if it is
 //!   shorter), wait 50 ms, then fail the transfer as `/abort/{n}` does
@@ -69,7 +74,7 @@ use percent_encoding::percent_decode_str;
 use tokio::io::AsyncReadExt;
 
 use super::abort::GRACE;
-use crate::body::{CutAfter, FailAtEnd, FragmentParts, GzipFrames, Length};
+use crate::body::{Cut, CutAfter, FailAtEnd, FragmentParts, GzipFrames, Length};
 use crate::error::{OriginError, quote};
 use crate::params::{Range, query_pairs};
 use crate::reply::{self, OriginBody};
@@ -105,6 +110,7 @@ const KNOWN: &[&str] = &[
     "fail_after",
     "gzip",
     "template",
+    "lines",
     "include",
     "header",
 ];
@@ -153,6 +159,12 @@ const GZIP: Range = Range {
 
 const TEMPLATE: Range = Range {
     name: "template",
+    min: 0,
+    max: 1,
+};
+
+const LINES: Range = Range {
+    name: "lines",
     min: 0,
     max: 1,
 };
@@ -330,6 +342,8 @@ struct Params {
     fail_after: Option<u64>,
     gzip: bool,
     template: bool,
+    /// Parts end at line ends.
+    lines: bool,
     includes: Vec<String>,
     headers: HeaderMap,
 }
@@ -357,7 +371,7 @@ impl Params {
     /// Parses and checks every query parameter.
     fn parse(query: Option<&str>) -> Result<Self, OriginError> {
         // The single-valued keys, in `KNOWN` order.
-        let mut single: [Option<&str>; 8] = [None; 8];
+        let mut single: [Option<&str>; 9] = [None; 9];
         let mut includes = Vec::new();
         let mut headers = HeaderMap::new();
         let mut header_count = 0;
@@ -382,7 +396,7 @@ impl Params {
                     header_count += 1;
                 }
                 _ => {
-                    // Every other key is one of the first eight in `KNOWN`,
+                    // Every other key is one of the first nine in `KNOWN`,
                     // so the lookup always finds its cell.
                     let cell = single.get_mut(slot).ok_or_else(|| too_many(KNOWN[slot]))?;
                     if cell.replace(value).is_some() {
@@ -400,6 +414,7 @@ impl Params {
             fail_after,
             gzip,
             template,
+            lines,
         ] = single;
         let status = STATUS.parse_or(status, 200)?;
         // In 200..=599, so both conversions succeed.
@@ -416,6 +431,7 @@ impl Params {
             fail_after: fail_after.map(|raw| FAIL_AFTER.parse(raw)).transpose()?,
             gzip: GZIP.parse_or(gzip, 0)? == 1,
             template: TEMPLATE.parse_or(template, 0)? == 1,
+            lines: LINES.parse_or(lines, 0)? == 1,
             includes,
             headers,
         })
@@ -451,7 +467,9 @@ impl Params {
             Length::Hidden
         };
         let prefix = with_includes(markup, &self.includes);
-        let parts = FragmentParts::new(prefix, self.filler, self.chunks, self.chunk_delay, length);
+        let cut = if self.lines { Cut::Lines } else { Cut::Even };
+        let parts =
+            FragmentParts::new(prefix, self.filler, self.chunks, self.chunk_delay, length).cut(cut);
         let total = parts.size_hint().exact();
         let body = match (self.gzip, self.fail_after) {
             (false, None) => parts.boxed_unsync(),

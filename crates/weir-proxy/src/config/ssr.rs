@@ -25,6 +25,8 @@ const MAX_INCLUDES: usize = 10_000;
 const MAX_DEPTH: usize = 10;
 /// `fragment_buffer_bytes` bounds: 1 KiB to 64 MiB.
 const BUFFER_RANGE: (usize, usize) = (1024, 64 << 20);
+/// `page_buffer_bytes` bounds: 64 KiB to 1 GiB.
+const PAGE_BUFFER_RANGE: (usize, usize) = (64 << 10, 1 << 30);
 /// `max_decoded_bytes` bounds: 64 KiB to 16 GiB.
 const DECODED_RANGE: (u64, u64) = (64 << 10, 16 << 30);
 /// `max_decode_ratio` bounds: 2x to 100,000x.
@@ -63,6 +65,10 @@ pub(super) struct RawSsr {
     pub max_parallel: Spanned<usize>,
     #[serde(default = "d_buffer")]
     pub fragment_buffer_bytes: Spanned<usize>,
+    #[serde(default = "d_page_buffer")]
+    pub page_buffer_bytes: Spanned<usize>,
+    #[serde(default)]
+    pub async_stream: bool,
     #[serde(default = "d_max_includes")]
     pub max_includes: Spanned<usize>,
     #[serde(default = "d_max_depth")]
@@ -100,6 +106,9 @@ fn d_max_parallel() -> Spanned<usize> {
 fn d_buffer() -> Spanned<usize> {
     Spanned::new(0..0, defaults().fragment_buffer_bytes)
 }
+fn d_page_buffer() -> Spanned<usize> {
+    Spanned::new(0..0, defaults().page_buffer_bytes)
+}
 fn d_max_includes() -> Spanned<usize> {
     Spanned::new(0..0, defaults().max_includes)
 }
@@ -136,6 +145,12 @@ pub(super) fn route_ssr(
         "fragment_buffer_bytes",
         BUFFER_RANGE.0,
         BUFFER_RANGE.1,
+    )?;
+    let page_buffer = range(
+        &s.page_buffer_bytes,
+        "page_buffer_bytes",
+        PAGE_BUFFER_RANGE.0,
+        PAGE_BUFFER_RANGE.1,
     )?;
     let max_includes = range(&s.max_includes, "max_includes", 1, MAX_INCLUDES)?;
     let max_depth = range(&s.max_depth, "max_depth", 0, MAX_DEPTH)?;
@@ -221,6 +236,8 @@ pub(super) fn route_ssr(
         page_timeout: s.page_timeout,
         max_parallel,
         fragment_buffer_bytes: buffer,
+        page_buffer_bytes: page_buffer,
+        async_stream: s.async_stream,
         max_includes,
         max_depth,
         close_open_elements: s.close_open_elements,
@@ -342,6 +359,8 @@ mod tests {
         assert_eq!(s.detect, TemplateDetect::Header);
         assert_eq!(s.compose.max_parallel, 32);
         assert_eq!(s.compose.fragment_buffer_bytes, 256 * 1024);
+        assert_eq!(s.compose.page_buffer_bytes, 8 << 20);
+        assert!(!s.compose.async_stream);
         assert_eq!(s.compose.max_includes, 256);
         assert_eq!(s.compose.max_depth, 3);
         assert!(!s.forward_cookies);
@@ -352,6 +371,24 @@ mod tests {
         let s = c.routes[0].ssr.as_ref().expect("ssr");
         assert!(!s.template_file.as_ref().expect("file").bytes.is_empty());
         assert_eq!(s.detect, TemplateDetect::Html);
+    }
+
+    #[test]
+    fn page_buffer_bytes_and_async_stream_are_read_and_checked() {
+        let c = parse("[route.ssr]\npage_buffer_bytes = 1048576\nasync_stream = true\n")
+            .expect("valid");
+        let s = &c.routes[0].ssr.as_ref().expect("ssr").compose;
+        assert_eq!(s.page_buffer_bytes, 1 << 20);
+        assert!(s.async_stream);
+        for bad in ["1024", "2147483648"] {
+            let e = parse(&format!("[route.ssr]\npage_buffer_bytes = {bad}\n")).expect_err(bad);
+            assert!(
+                e.starts_with("t.toml:8:") && e.contains("route[0].ssr.page_buffer_bytes"),
+                "{e}"
+            );
+        }
+        let e = parse("[route.ssr]\nasync_stream = \"yes\"\n").expect_err("bool");
+        assert!(e.contains("async_stream"), "{e}");
     }
 
     #[test]

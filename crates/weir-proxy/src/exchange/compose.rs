@@ -108,6 +108,8 @@ impl Exchange<'_> {
             template_at_base: ssr.spec.template_file.is_none(),
             headers: ssr.headers.clone(),
             observer: Arc::clone(&self.proxy.ssr_observer) as Arc<dyn weir_ssr::Observer>,
+            // The page's own policy: the template's response fields.
+            script_nonce: weir_ssr::script_nonce(&parts.headers),
         };
         match weir_ssr::compose(template, ctx).await {
             weir_ssr::Page::Composed {
