@@ -2,8 +2,10 @@
 //! the fragments (`/fragment/{name}`), Weir composes the page, hyper and
 //! curl read it. Order for random delays, fallbacks, the primary, async
 //! fragments, nesting limits, max_includes, gzip fragments, the fields
-//! fragment requests carry, fragment caching, client disconnects, and the
-//! memory bound of a 50 MB fragment behind a slow one.
+//! fragment requests carry, fragment caching, client disconnects, the
+//! memory bound of a 50 MB fragment behind a slow one and of fifty 1 MB
+//! fragments (the page budget), and the DOM that headless Chromium builds
+//! once the async mover script has run.
 //!
 //! The timing test (TTFB and total for delays 0/100/200/1000 ms) lives
 //! alone in `ssr_timing.rs`, so other tests do not load the machine while
@@ -509,9 +511,13 @@ async fn the_demo_page_of_the_default_config_composes() {
         body.contains("Deals are taking a break."),
         "inline fallback of the timed-out fragment"
     );
+    let recs = body
+        .find("<template id=\"weir-async-0\">")
+        .expect("the async fragment's template");
+    let grid = body.find("Best sellers").expect("the product grid");
     assert!(
-        body.contains("weir-async-"),
-        "the async fragment's template"
+        recs < grid,
+        "the recommendations (800 ms) go out ahead of the grid (1.5 s)"
     );
     let total = t.elapsed();
     assert!(total < Duration::from_secs(4), "{total:?}");
@@ -672,4 +678,141 @@ fn eventually_sync(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     cond()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under_64mb() {
+    let origin = start_origin().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("many.html");
+    let mut template =
+        String::from("<body><fragment src=\"/fragment/slow?delay_ms=2000\"></fragment>");
+    for k in 0..50 {
+        template.push_str(&format!(
+            "<fragment src=\"/fragment/big{k}?bytes=1048576\"></fragment>"
+        ));
+    }
+    template.push_str("</body>");
+    std::fs::write(&path, template).expect("template");
+    // Each fragment alone could hold all of its 1 MB (2 MiB each), and all
+    // fifty are fetched at once: only page_buffer_bytes (8 MiB by default)
+    // bounds what the page holds while the slow one keeps it waiting.
+    let config = format!(
+        "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
+         [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
+         [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n\n\
+         [route.ssr]\ntemplate_file = {:?}\nfragment_buffer_bytes = 2097152\nmax_parallel = 64\n",
+        origin.addr,
+        path.display().to_string()
+    );
+    let weir = tokio::task::spawn_blocking(move || WeirProcess::start(&config))
+        .await
+        .expect("join");
+    let idle = weir.peak_rss();
+    let resp = client(false)
+        .get(weir.url("/").parse().expect("url"))
+        .await
+        .expect("head");
+    let mut body = resp.into_body();
+    let mut total = 0u64;
+    let mut tail: Vec<u8> = Vec::new();
+    let start = Instant::now();
+    while let Some(frame) = body.frame().await {
+        if let Some(d) = frame.expect("frame").data_ref() {
+            total += d.len() as u64;
+            tail.extend_from_slice(d);
+            let keep = tail.len().saturating_sub(16);
+            tail.drain(..keep);
+        }
+    }
+    let peak = weir.peak_rss();
+    eprintln!(
+        "fifty 1 MB fragments behind a 2 s one: {} MB in {:?}; proxy peak RSS {:.1} MB (idle {:.1} MB)",
+        total >> 20,
+        start.elapsed(),
+        peak as f64 / 1e6,
+        idle as f64 / 1e6
+    );
+    assert!(total > 50 << 20, "{total}");
+    assert!(tail.ends_with(b"</body>"));
+    assert!(peak < 64_000_000, "peak RSS {peak}");
+}
+
+/// Debian's Chromium, if installed.
+fn chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// The DOM headless Chromium has for `url` once the page has loaded and
+/// its scripts have run (`--dump-dom`).
+async fn dom(chromium: &std::path::Path, url: String) -> String {
+    let chromium = chromium.to_owned();
+    let run = tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().expect("profile dir");
+        std::process::Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(url)
+            .output()
+            .expect("run chromium")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("chromium within 90 s")
+        .expect("join");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 DOM")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_in_its_slot() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
+        return;
+    };
+    let origin = start_origin().await;
+    // A slow in-order fragment (1 s) and an async one (100 ms) before it,
+    // with inline fallback markup; and the same page in order.
+    let template = |is_async: &str| {
+        format!(
+            "<!doctype html><html><head><title>dom</title></head><body>\
+             <main><p>top</p><div class=\"slot\"><fragment src=\"/fragment/fast?delay_ms=100\"{is_async}>\
+             <p class=\"fallback\">wait</p></fragment></div>\
+             <div><fragment src=\"/fragment/slow?delay_ms=1000\"></fragment></div>\
+             <p>end</p></main></body></html>"
+        )
+    };
+    let out_of_order = site(&origin, &template(" async"), "", "");
+    let in_order = site(&origin, &template(""), "", "");
+    let a = start_proxy(&out_of_order.config).await;
+    let b = start_proxy(&in_order.config).await;
+    // The async template goes out before the slow fragment's bytes.
+    let (_, _, raw) = page(&a, "/").await;
+    let moved = raw
+        .find("<template id=\"weir-async-0\">")
+        .expect("template");
+    assert!(moved < raw.find(&markup("slow")).expect("slow"), "{raw}");
+    let got = dom(&chromium, a.url("/")).await;
+    let want = dom(&chromium, b.url("/")).await;
+    assert!(got.contains(&markup("fast")), "{got}");
+    assert!(!got.contains("weir-") && !got.contains("wait"), "{got}");
+    assert_eq!(got, want);
 }
