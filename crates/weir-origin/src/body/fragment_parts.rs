@@ -120,7 +120,7 @@ impl FragmentParts {
         // In the filler, a line ends every UNIT bytes (its last byte is `\n`).
         let unit = filler::UNIT.len() as u64;
         let into = at.max(split) - split;
-        let past = if into > 0 && into % unit == 0 {
+        let past = if into > 0 && into.is_multiple_of(unit) {
             into
         } else {
             (into / unit + 1) * unit
