@@ -20,6 +20,13 @@
 //! Content that goes out before its placeholder waits in the document (a
 //! template is inert); the placeholder is then followed, at the next safe
 //! point or async point, by the script that moves it.
+//!
+//! A fragment bigger than its buffer (`fragment_buffer_bytes`) never
+//! completes there, and one the page budget holds back may not either:
+//! those go at an async point. Following the page's output costs a pass of
+//! the tag tracker over it; the page stops as soon as its template was
+//! read to the end and no `async` fragment is left, so a page without
+//! them pays only while its template is still arriving.
 
 use std::ops::Range;
 use std::sync::Arc;

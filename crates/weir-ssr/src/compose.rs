@@ -606,6 +606,9 @@ impl Source for PageBody {
         if let Err(e) = this.drive_template(cx) {
             return Poll::Ready(Some(Err(e)));
         }
+        // A template read to its end without `async` fragments: the page
+        // stops following its own output at once.
+        this.asyncs.settle(this.template.is_none());
         if this.flush_next {
             this.flush_next = false;
             cx.waker().wake_by_ref();
