@@ -2,8 +2,64 @@
 //! [`Buf`] view for vectored writes.
 
 use std::io::IoSlice;
+use std::sync::Arc;
 
 use bytes::{Buf, BufMut, Bytes};
+
+/// How large a batch a source may build: at most `chunks` chunks, and no
+/// chunk is added once the batch holds `bytes` bytes.
+///
+/// The byte bound keeps what one batch holds (and what its consumer frees
+/// at once) in the cache and below the allocator's trim threshold: 128
+/// chunks of 8 KiB freed together make glibc return the top of its heap to
+/// the kernel and fault it back in on the next batch. A single chunk larger
+/// than `bytes` still travels, alone. Both bounds are at least 1.
+///
+/// Sources that gather what is ready ([`from_iter`](crate::from_iter),
+/// [`from_async_read`](crate::adapt::from_async_read),
+/// [`HttpBodySource`](crate::body::HttpBodySource),
+/// [`pull_sync`](crate::pull_sync)) take their limits from here, default
+/// [`BatchLimits::DEFAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchLimits {
+    /// Most chunks in one batch (CORE-004).
+    pub chunks: usize,
+    /// Bytes after which no further chunk is added, in bytes.
+    pub bytes: usize,
+}
+
+impl BatchLimits {
+    /// [`Batch::MAX_CHUNKS`] chunks, [`Batch::MAX_BYTES`] bytes.
+    pub const DEFAULT: BatchLimits = BatchLimits {
+        chunks: Batch::MAX_CHUNKS,
+        bytes: Batch::MAX_BYTES,
+    };
+
+    /// Limits of `chunks` chunks and `bytes` bytes, each at least 1.
+    #[inline]
+    pub const fn new(chunks: usize, bytes: usize) -> Self {
+        BatchLimits {
+            chunks: if chunks == 0 { 1 } else { chunks },
+            bytes: if bytes == 0 { 1 } else { bytes },
+        }
+    }
+
+    /// One chunk per batch: item boundaries stay visible (CORE-005).
+    pub const ONE: BatchLimits = BatchLimits::new(1, usize::MAX);
+
+    /// Whether a batch of `chunks` chunks and `bytes` bytes may take one more chunk.
+    #[inline]
+    pub const fn has_room(&self, chunks: usize, bytes: usize) -> bool {
+        chunks < self.chunks && bytes < self.bytes
+    }
+}
+
+impl Default for BatchLimits {
+    #[inline]
+    fn default() -> Self {
+        BatchLimits::DEFAULT
+    }
+}
 
 /// Several [`Bytes`] chunks handed over together.
 ///
@@ -19,6 +75,14 @@ use bytes::{Buf, BufMut, Bytes};
 /// (Measured against `SmallVec<[Bytes; N]>` in `benches/batch_container.rs`:
 /// the inline slot pays off only for one chunk, and a small-vector is
 /// slower from four chunks up, so the inline case is kept to exactly one.)
+///
+/// A batch handed to several readers ([`share`](crate::share()),
+/// [`Batch::clone_shared`]) shares one list of chunks behind an `Arc`
+/// instead of copying it: reading it ([`Batch::chunks`], `&batch`) copies
+/// nothing; taking its chunks by value clones each handle (a reference-count
+/// increment), unless this batch is the list's last holder, which takes
+/// them by move; changing it ([`Batch::chunks_mut`], [`Batch::push`])
+/// copies the list first if another reader still holds it.
 #[derive(Clone, Debug)]
 pub struct Batch {
     repr: Repr,
@@ -28,6 +92,7 @@ pub struct Batch {
 enum Repr {
     One(Bytes),
     Many(Vec<Bytes>),
+    Shared(Arc<Vec<Bytes>>),
 }
 
 impl Default for Batch {
@@ -47,8 +112,12 @@ impl PartialEq for Batch {
 impl Eq for Batch {}
 
 impl Batch {
-    /// The most chunks an in-memory source puts in one batch (CORE-004).
+    /// The most chunks an in-memory source puts in one batch by default (CORE-004).
     pub const MAX_CHUNKS: usize = 128;
+
+    /// The bytes after which a source stops adding chunks to a batch, by
+    /// default: 64 KiB. See [`BatchLimits`].
+    pub const MAX_BYTES: usize = 64 * 1024;
 
     /// An empty batch. Does not allocate.
     #[inline]
@@ -85,11 +154,12 @@ impl Batch {
             Repr::Many(v) if v.capacity() > v.len() || !v.is_empty() => v.push(chunk),
             Repr::Many(_) => self.repr = Repr::One(chunk),
             Repr::One(_) => self.spill(4).push(chunk),
+            Repr::Shared(_) => self.owned().push(chunk),
         }
     }
 
     /// Moves an inline chunk into a `Vec` with room for `capacity` chunks.
-    #[cold]
+    #[inline]
     fn spill(&mut self, capacity: usize) -> &mut Vec<Bytes> {
         if let Repr::One(first) = &mut self.repr {
             let first = std::mem::take(first);
@@ -97,9 +167,27 @@ impl Batch {
             v.push(first);
             self.repr = Repr::Many(v);
         }
+        self.owned()
+    }
+
+    /// The chunk list as an owned `Vec` (copying a shared one only if
+    /// another reader still holds it).
+    ///
+    /// Inline on purpose, like every method that takes a batch by
+    /// reference on a hot path: a batch whose address reaches an
+    /// out-of-line call cannot stay in registers, and then every move of it
+    /// between the layers of a pipeline goes through the stack.
+    #[inline]
+    fn owned(&mut self) -> &mut Vec<Bytes> {
+        let repr = std::mem::replace(&mut self.repr, Repr::Many(Vec::new()));
+        self.repr = Repr::Many(match repr {
+            Repr::One(c) => vec![c],
+            Repr::Many(v) => v,
+            Repr::Shared(list) => Arc::try_unwrap(list).unwrap_or_else(|list| (*list).clone()),
+        });
         match &mut self.repr {
             Repr::Many(v) => v,
-            Repr::One(_) => unreachable!("spilled just above"),
+            Repr::One(_) | Repr::Shared(_) => unreachable!("set to Many just above"),
         }
     }
 
@@ -117,6 +205,15 @@ impl Batch {
                 match &mut self.repr {
                     Repr::Many(v) => v.extend(more),
                     Repr::One(_) => self.spill(1 + extra).extend(more),
+                    Repr::Shared(_) => self.owned().extend(more),
+                }
+            }
+            Repr::Shared(_) => {
+                let more = other.into_iter();
+                match &mut self.repr {
+                    Repr::Many(v) => v.extend(more),
+                    Repr::One(_) => self.spill(1 + more.len()).extend(more),
+                    Repr::Shared(_) => self.owned().extend(more),
                 }
             }
         }
@@ -128,6 +225,7 @@ impl Batch {
         match &self.repr {
             Repr::One(_) => 1,
             Repr::Many(v) => v.len(),
+            Repr::Shared(list) => list.len(),
         }
     }
 
@@ -137,6 +235,7 @@ impl Batch {
         match &self.repr {
             Repr::One(_) => false,
             Repr::Many(v) => v.is_empty(),
+            Repr::Shared(list) => list.is_empty(),
         }
     }
 
@@ -146,6 +245,7 @@ impl Batch {
         match &self.repr {
             Repr::One(c) => c.len(),
             Repr::Many(v) => v.iter().map(Bytes::len).sum(),
+            Repr::Shared(list) => list.iter().map(Bytes::len).sum(),
         }
     }
 
@@ -155,25 +255,121 @@ impl Batch {
         match &self.repr {
             Repr::One(c) => std::slice::from_ref(c),
             Repr::Many(v) => v,
+            Repr::Shared(list) => list,
         }
     }
 
-    /// The chunks, in order, to modify in place (no allocation).
+    /// The chunks, in order, to modify in place. Allocates nothing, except
+    /// for a batch whose chunk list another reader still holds: its list is
+    /// copied first (the chunks themselves are not).
     #[inline]
     pub fn chunks_mut(&mut self) -> &mut [Bytes] {
+        if let Repr::Shared(_) = self.repr {
+            return self.owned();
+        }
         match &mut self.repr {
             Repr::One(c) => std::slice::from_mut(c),
             Repr::Many(v) => v,
+            Repr::Shared(_) => unreachable!("made owned just above"),
         }
     }
 
     /// Takes the chunks out. Allocates a `Vec` for a one-chunk batch;
     /// prefer [`Batch::chunks_mut`] or iteration where that matters.
     #[inline]
-    pub fn into_chunks(self) -> Vec<Bytes> {
+    pub fn into_chunks(mut self) -> Vec<Bytes> {
         match self.repr {
             Repr::One(c) => vec![c],
             Repr::Many(v) => v,
+            Repr::Shared(_) => std::mem::take(self.owned()),
+        }
+    }
+
+    /// A second handle on this batch that shares its chunk list instead of
+    /// copying it: one allocation the first time a list of several chunks
+    /// is shared, none after, and none for a one-chunk batch (its chunk is
+    /// cloned, a reference-count increment). `self` then shares the list
+    /// too; see the type's docs for what reading and changing cost.
+    #[inline]
+    pub fn clone_shared(&mut self) -> Batch {
+        let repr = match &mut self.repr {
+            Repr::One(c) => Repr::One(c.clone()),
+            Repr::Shared(list) => Repr::Shared(Arc::clone(list)),
+            Repr::Many(v) => {
+                let list = Arc::new(std::mem::take(v));
+                let other = Repr::Shared(Arc::clone(&list));
+                self.repr = Repr::Shared(list);
+                other
+            }
+        };
+        Batch { repr }
+    }
+
+    /// Replaces each chunk with `f(chunk)`, in place: no allocation, and
+    /// the chunk list is reused (copied only if shared, see
+    /// [`Batch::chunks_mut`]).
+    #[inline]
+    pub fn map_chunks(self, mut f: impl FnMut(Bytes) -> Bytes) -> Batch {
+        // By value, not through `chunks_mut`: a one-chunk batch then stays
+        // in registers from the source to the consumer.
+        let repr = match self.repr {
+            Repr::One(c) => Repr::One(f(c)),
+            // `collect` over a `Vec`'s own iterator reuses its allocation.
+            Repr::Many(v) => Repr::Many(v.into_iter().map(f).collect()),
+            Repr::Shared(list) => Repr::Many(match Arc::try_unwrap(list) {
+                Ok(v) => v.into_iter().map(f).collect(),
+                Err(list) => list.iter().cloned().map(f).collect(),
+            }),
+        };
+        Batch { repr }
+    }
+
+    /// Keeps the chunks for which `f` returns `Some`, replaced by what it
+    /// returns, in order; in place, like [`Batch::map_chunks`]. The result
+    /// may be empty.
+    #[inline]
+    pub fn filter_map_chunks(mut self, mut f: impl FnMut(Bytes) -> Option<Bytes>) -> Batch {
+        self.repr = match self.repr {
+            Repr::One(c) => match f(c) {
+                Some(c) => Repr::One(c),
+                None => Repr::Many(Vec::new()),
+            },
+            Repr::Many(v) => Repr::Many(v.into_iter().filter_map(f).collect()),
+            Repr::Shared(list) => Repr::Many(match Arc::try_unwrap(list) {
+                Ok(v) => v.into_iter().filter_map(f).collect(),
+                Err(list) => list.iter().cloned().filter_map(f).collect(),
+            }),
+        };
+        self
+    }
+
+    /// The same batch, rebuilt from its parts: a no-op, except that the
+    /// compiler then keeps a one-chunk batch in registers instead of
+    /// copying it between stack slots (see the pipeline's `run`).
+    #[inline]
+    pub(crate) fn rebuilt(self) -> Batch {
+        let repr = match self.repr {
+            Repr::One(c) => Repr::One(c),
+            Repr::Many(v) => Repr::Many(v),
+            Repr::Shared(list) => Repr::Shared(list),
+        };
+        Batch { repr }
+    }
+
+    /// Drops a batch that [`Batch::is_empty`] said is empty, without
+    /// taking its address (so that a caller's other batches can stay in
+    /// registers; see [`Batch::owned`]).
+    #[inline]
+    pub(crate) fn discard_empty(self) {
+        match self.repr {
+            Repr::Many(v) => drop(v),
+            Repr::Shared(list) => drop(list),
+            // Never empty: not reached. Forgetting a chunk would only leak
+            // a reference count, and takes no address.
+            Repr::One(chunk) => {
+                debug_assert!(false, "discard_empty on a one-chunk batch");
+                std::mem::forget(chunk);
+            }
         }
     }
 
@@ -229,6 +425,8 @@ pub struct IntoIter {
 enum IntoIterRepr {
     One(Option<Bytes>),
     Many(std::vec::IntoIter<Bytes>),
+    /// A list another reader still holds: its chunks are cloned out.
+    Shared(Arc<Vec<Bytes>>, usize),
 }
 
 impl Iterator for IntoIter {
@@ -239,6 +437,11 @@ impl Iterator for IntoIter {
         match &mut self.inner {
             IntoIterRepr::One(c) => c.take(),
             IntoIterRepr::Many(it) => it.next(),
+            IntoIterRepr::Shared(list, next) => {
+                let chunk = list.get(*next).cloned();
+                *next += 1;
+                chunk
+            }
         }
     }
 
@@ -247,6 +450,7 @@ impl Iterator for IntoIter {
         let n = match &self.inner {
             IntoIterRepr::One(c) => usize::from(c.is_some()),
             IntoIterRepr::Many(it) => it.len(),
+            IntoIterRepr::Shared(list, next) => list.len().saturating_sub(*next),
         };
         (n, Some(n))
     }
@@ -264,6 +468,10 @@ impl IntoIterator for Batch {
             inner: match self.repr {
                 Repr::One(c) => IntoIterRepr::One(Some(c)),
                 Repr::Many(v) => IntoIterRepr::Many(v.into_iter()),
+                Repr::Shared(list) => match Arc::try_unwrap(list) {
+                    Ok(v) => IntoIterRepr::Many(v.into_iter()),
+                    Err(list) => IntoIterRepr::Shared(list, 0),
+                },
             },
         }
     }
@@ -283,23 +491,33 @@ impl<'a> IntoIterator for &'a Batch {
 ///
 /// [`Buf::chunks_vectored`] exposes every remaining chunk, so hyper can write
 /// the whole batch with one `writev` instead of copying it into its buffer.
-/// Consumed chunks are released as soon as they are passed.
+/// Consumed chunks are released as soon as they are passed, unless another
+/// reader shares the batch's chunk list (then they go with the frame).
 #[derive(Debug, Default)]
 pub struct BatchBuf {
     chunks: Batch,
     /// Index of the first chunk not fully consumed.
     head: usize,
-    /// Bytes left from `head` on.
+    /// Bytes of the `head` chunk already consumed.
+    offset: usize,
+    /// Bytes left from `head` (and `offset`) on.
     remaining: usize,
 }
 
 impl From<Batch> for BatchBuf {
     #[inline]
-    fn from(batch: Batch) -> Self {
+    fn from(mut batch: Batch) -> Self {
+        if let Repr::Shared(list) = &mut batch.repr
+            && Arc::get_mut(list).is_some()
+        {
+            // The last holder: take the list, so chunks can be released.
+            batch.owned();
+        }
         let remaining = batch.byte_len();
         let mut buf = BatchBuf {
             chunks: batch,
             head: 0,
+            offset: 0,
             remaining,
         };
         buf.skip_empty();
@@ -310,8 +528,34 @@ impl From<Batch> for BatchBuf {
 impl BatchBuf {
     #[inline]
     fn skip_empty(&mut self) {
-        while self.head < self.chunks.len() && self.chunks.chunks()[self.head].is_empty() {
+        let chunks = self.chunks.chunks();
+        while self.head < chunks.len() && chunks[self.head].len() == self.offset {
             self.head += 1;
+            self.offset = 0;
+        }
+    }
+
+    /// The unconsumed part of the `head` chunk.
+    #[inline]
+    fn head_chunk(&self) -> &[u8] {
+        self.chunks
+            .chunks()
+            .get(self.head)
+            .map_or(&[], |c| &c[self.offset.min(c.len())..])
+    }
+
+    /// Drops chunk `i`'s memory now rather than when the frame drops.
+    #[inline]
+    fn release(&mut self, i: usize) {
+        match &mut self.chunks.repr {
+            Repr::One(c) => *c = Bytes::new(),
+            Repr::Many(v) => {
+                if let Some(c) = v.get_mut(i) {
+                    *c = Bytes::new();
+                }
+            }
+            // Another reader holds the list: the chunk goes with the frame.
+            Repr::Shared(_) => {}
         }
     }
 }
@@ -324,17 +568,18 @@ impl Buf for BatchBuf {
 
     #[inline]
     fn chunk(&self) -> &[u8] {
-        self.chunks
-            .chunks()
-            .get(self.head)
-            .map_or(&[], |c| c.as_ref())
+        self.head_chunk()
     }
 
     #[inline]
     fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
-        let mut n = 0;
+        if dst.is_empty() || self.remaining == 0 {
+            return 0;
+        }
+        dst[0] = IoSlice::new(self.head_chunk());
+        let mut n = 1;
         let chunks = self.chunks.chunks();
-        for chunk in chunks[self.head.min(chunks.len())..]
+        for chunk in chunks[(self.head + 1).min(chunks.len())..]
             .iter()
             .filter(|c| !c.is_empty())
         {
@@ -356,15 +601,15 @@ impl Buf for BatchBuf {
         );
         self.remaining -= cnt;
         while cnt > 0 {
-            let chunk = &mut self.chunks.chunks_mut()[self.head];
-            if cnt < chunk.len() {
-                chunk.advance(cnt);
+            let left = self.head_chunk().len();
+            if cnt < left {
+                self.offset += cnt;
                 return;
             }
-            cnt -= chunk.len();
-            // Release the chunk's memory now rather than when the frame drops.
-            *chunk = Bytes::new();
+            cnt -= left;
+            self.release(self.head);
             self.head += 1;
+            self.offset = 0;
         }
         self.skip_empty();
     }
@@ -372,15 +617,11 @@ impl Buf for BatchBuf {
     #[inline]
     fn copy_to_bytes(&mut self, len: usize) -> Bytes {
         // Zero-copy when the request fits in the current chunk.
-        if let Some(chunk) = self.chunks.chunks_mut().get_mut(self.head)
-            && len <= chunk.len()
+        if let Some(chunk) = self.chunks.chunks().get(self.head)
+            && len <= chunk.len() - self.offset
         {
-            let out = chunk.split_to(len);
-            self.remaining -= len;
-            if chunk.is_empty() {
-                self.head += 1;
-                self.skip_empty();
-            }
+            let out = chunk.slice(self.offset..self.offset + len);
+            self.advance(len);
             return out;
         }
         assert!(
@@ -444,5 +685,71 @@ mod tests {
         let mut b = buf(&["ab", "cd", "ef"]);
         assert_eq!(&b.copy_to_bytes(5)[..], b"abcde");
         assert_eq!(b.chunk(), b"f");
+    }
+
+    #[test]
+    fn a_shared_batch_reads_without_copying_and_its_last_holder_takes_the_list() {
+        let mut a: Batch = ["ab", "cd"].map(Bytes::from).into_iter().collect();
+        let b = a.clone_shared();
+        assert_eq!(a.chunks().as_ptr(), b.chunks().as_ptr(), "one list");
+        let list = a.chunks().as_ptr();
+        drop(b);
+        // `a` is the last holder: by-value iteration moves, no copy.
+        let Repr::Shared(_) = &a.repr else {
+            panic!("a shares its list")
+        };
+        let v = a.into_chunks();
+        assert_eq!(v.as_ptr(), list);
+    }
+
+    #[test]
+    fn a_shared_batch_changed_while_shared_is_copied_first() {
+        let mut a: Batch = ["ab", "cd"].map(Bytes::from).into_iter().collect();
+        let b = a.clone_shared();
+        a.chunks_mut()[0] = Bytes::from_static(b"xy");
+        assert_eq!(b.chunks()[0], "ab");
+        assert_eq!(a.chunks()[0], "xy");
+        let cloned: Vec<Bytes> = b.clone().into_iter().collect();
+        assert_eq!(cloned, ["ab", "cd"]);
+    }
+
+    #[test]
+    fn a_shared_batch_as_a_buf_writes_every_byte() {
+        let mut a: Batch = ["ab", "", "cde"].map(Bytes::from).into_iter().collect();
+        let b = a.clone_shared();
+        let mut buf = a.into_buf();
+        buf.advance(1);
+        assert_eq!(buf.chunk(), b"b");
+        let mut slices = [IoSlice::new(&[]); 4];
+        assert_eq!(buf.chunks_vectored(&mut slices), 2);
+        assert_eq!(&*slices[1], b"cde");
+        assert_eq!(&buf.copy_to_bytes(3)[..], b"bcd");
+        assert_eq!(buf.remaining(), 1);
+        assert_eq!(b.byte_len(), 5, "the other reader is untouched");
+    }
+
+    #[test]
+    fn map_chunks_reuses_the_list() {
+        let a: Batch = ["ab", "cd"].map(Bytes::from).into_iter().collect();
+        let list = a.chunks().as_ptr();
+        let b = a.map_chunks(|c| c.slice(1..));
+        assert_eq!(b.chunks().as_ptr(), list);
+        assert_eq!(b.chunks(), ["b", "d"]);
+        let c = b.filter_map_chunks(|c| (c != "b").then_some(c));
+        assert_eq!(c.chunks(), ["d"]);
+    }
+
+    #[test]
+    fn limits_are_at_least_one() {
+        assert_eq!(
+            BatchLimits::new(0, 0),
+            BatchLimits {
+                chunks: 1,
+                bytes: 1
+            }
+        );
+        assert!(BatchLimits::DEFAULT.has_room(127, 65535));
+        assert!(!BatchLimits::DEFAULT.has_room(128, 0));
+        assert!(!BatchLimits::DEFAULT.has_room(1, 65536));
     }
 }

@@ -161,7 +161,7 @@ fn next_text<S: Source + Unpin>(source: &mut S) -> String {
 
 fn opts(hwm: usize, policy: Backpressure) -> ShareOptions {
     ShareOptions {
-        hwm,
+        hwm_chunks: hwm,
         policy,
         ..ShareOptions::default()
     }
@@ -256,9 +256,10 @@ fn share_003_every_consumer_sees_every_batch_with_the_same_buffers() {
 }
 
 #[test]
-fn share_003_the_last_reader_takes_the_batch_without_a_copy() {
-    // The cost rule: the last cursor to leave an entry gets the source's own
-    // batch (same vector), the others a clone.
+fn share_003_no_reader_copies_the_batch() {
+    // The cost rule: every reader sees the source's own list of chunks; the
+    // first shares it, the last takes it, and once the first is done with
+    // its batch the last holds it alone and takes the chunks by move.
     let batch = Batch::from(vec![Bytes::from_static(b"x"), Bytes::from_static(b"y")]);
     let vec_ptr = batch.chunks().as_ptr();
     let gate = Gate::default();
@@ -272,8 +273,11 @@ fn share_003_the_last_reader_takes_the_batch_without_a_copy() {
     let Poll::Ready(Some(Ok(last))) = poll_now(&mut b) else {
         panic!("no batch")
     };
-    assert_ne!(first.chunks().as_ptr(), vec_ptr, "the first reader clones");
-    assert_eq!(last.chunks().as_ptr(), vec_ptr, "the last reader moves");
+    assert_eq!(first.chunks().as_ptr(), vec_ptr, "the first reader shares");
+    assert_eq!(last.chunks().as_ptr(), vec_ptr, "the last reader too");
+    drop(first);
+    let chunks = last.into_chunks();
+    assert_eq!(chunks.as_ptr(), vec_ptr, "the last holder takes the list");
 }
 
 #[test]
@@ -727,12 +731,12 @@ fn secondary_never_slows_primaries_and_is_detached_when_it_lags() {
     assert_eq!(sh.buffer_size(), 0, "its cursor no longer holds the ring");
     assert!(matches!(
         poll_now(&mut cache),
-        Poll::Ready(Some(Err(StreamError::Lagged { hwm: 2 })))
+        Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 2, .. })))
     ));
     assert!(
         matches!(
             poll_now(&mut cache),
-            Poll::Ready(Some(Err(StreamError::Lagged { hwm: 2 })))
+            Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 2, .. })))
         ),
         "sticky"
     );
@@ -807,7 +811,7 @@ fn secondary_lag_aborts_its_pipeline() {
     assert_eq!(next_text(&mut client), "c1");
     assert!(matches!(
         poll_now(&mut cache),
-        Poll::Ready(Some(Err(StreamError::Lagged { hwm: 1 })))
+        Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 1, .. })))
     ));
     assert_eq!(
         aborts.0.load(Ordering::SeqCst),

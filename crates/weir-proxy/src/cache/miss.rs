@@ -120,6 +120,8 @@ impl Fill {
         let (client, buf, writer) = fill::tee(
             body,
             cache.settings.fill_hwm,
+            // The writer never needs more than one object's worth.
+            max,
             cache.settings.fill_on_client_abort || detached,
         );
         if length.is_some() {
