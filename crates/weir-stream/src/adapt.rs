@@ -3,12 +3,19 @@
 //! [`IntoBatch`], the return shapes a mapping closure may use (PULL-010).
 //!
 //! How each source batches (CORE-005): a source over a *sync* iterator of
-//! chunks ([`from_iter`](crate::from_iter)) gathers up to
-//! [`Batch::MAX_CHUNKS`] chunks per batch, since they are all ready at
-//! once; a source over *items* that arrive one by one ([`from_stream`],
+//! chunks ([`from_iter`](crate::from_iter)) gathers chunks up to the batch
+//! limits ([`BatchLimits`]: 128 chunks, 32 KiB), since they are all ready
+//! at once; a source over *items* that arrive one by one ([`from_stream`],
 //! [`from_results`]) yields one batch per item, so item boundaries stay
 //! visible; a reader ([`from_async_read`]) batches every read that is ready
-//! in one poll, like [`HttpBodySource`](crate::body::HttpBodySource).
+//! in one poll, up to the same limits, like
+//! [`HttpBodySource`](crate::body::HttpBodySource).
+//!
+//! The one-item sources are the per-item path at its cheapest: their poll
+//! is inlined into the consumer's, and their sticky end and error states are
+//! recorded out of line without the batch passing through (a batch handed
+//! to out-of-line code has to live on the stack, and every later move of it
+//! then costs a store-to-load round trip).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -107,7 +114,7 @@ where
     B: Into<Bytes>,
     E: Into<Box<dyn StdError + Send + Sync>>,
 {
-    #[inline]
+    #[inline(always)]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let this = self.project();
         if !this.state.is_open() {
@@ -155,7 +162,7 @@ where
 }
 
 impl<I: Iterator<Item = BatchResult> + Unpin> Source for ResultsSource<I> {
-    #[inline]
+    #[inline(always)]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,

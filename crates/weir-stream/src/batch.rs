@@ -91,8 +91,76 @@ pub struct Batch {
 #[derive(Clone, Debug)]
 enum Repr {
     One(Bytes),
-    Many(Vec<Bytes>),
+    Many(List),
     Shared(Arc<Vec<Bytes>>),
+}
+
+/// The chunk list of a batch of several chunks. Dropped, it gives its
+/// allocation back to a per-thread spare ([`spare_list`]) that the next
+/// batch built on the thread takes: a pipeline that drops each batch before
+/// it pulls the next (the usual consumer loop) then allocates no list per
+/// batch at all.
+#[derive(Clone, Debug, Default)]
+struct List(Vec<Bytes>);
+
+/// The largest list, in chunks, kept as the per-thread spare.
+const SPARE_MAX: usize = 256;
+
+#[cfg(not(loom))]
+thread_local! {
+    static SPARE: std::cell::Cell<Vec<Bytes>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// An empty list with room for at least `capacity` chunks: the thread's
+/// spare if it is large enough, else a new allocation.
+#[inline]
+pub(crate) fn spare_list(capacity: usize) -> Vec<Bytes> {
+    #[cfg(not(loom))]
+    if capacity <= SPARE_MAX
+        && let Ok(spare) = SPARE.try_with(std::cell::Cell::take)
+        && spare.capacity() >= capacity
+    {
+        return spare;
+    }
+    Vec::with_capacity(capacity)
+}
+
+impl List {
+    #[inline]
+    fn into_vec(mut self) -> Vec<Bytes> {
+        std::mem::take(&mut self.0)
+    }
+}
+
+impl std::ops::Deref for List {
+    type Target = Vec<Bytes>;
+    #[inline]
+    fn deref(&self) -> &Vec<Bytes> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for List {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Vec<Bytes> {
+        &mut self.0
+    }
+}
+
+impl Drop for List {
+    fn drop(&mut self) {
+        let capacity = self.0.capacity();
+        if capacity == 0 || capacity > SPARE_MAX {
+            return;
+        }
+        self.0.clear();
+        #[cfg(not(loom))]
+        {
+            let list = std::mem::take(&mut self.0);
+            // During thread teardown the slot may be gone: then it just drops.
+            let _ = SPARE.try_with(|spare| spare.replace(list));
+        }
+    }
 }
 
 impl Default for Batch {
@@ -116,14 +184,15 @@ impl Batch {
     pub const MAX_CHUNKS: usize = 128;
 
     /// The bytes after which a source stops adding chunks to a batch, by
-    /// default: 64 KiB. See [`BatchLimits`].
-    pub const MAX_BYTES: usize = 64 * 1024;
+    /// default: 32 KiB. See [`BatchLimits`] for why bytes are bounded, and
+    /// `benches/README.md` for how 32 KiB was chosen against 16 and 64.
+    pub const MAX_BYTES: usize = 32 * 1024;
 
     /// An empty batch. Does not allocate.
     #[inline]
     pub const fn new() -> Self {
         Batch {
-            repr: Repr::Many(Vec::new()),
+            repr: Repr::Many(List(Vec::new())),
         }
     }
 
@@ -134,7 +203,7 @@ impl Batch {
             return Batch::new();
         }
         Batch {
-            repr: Repr::Many(Vec::with_capacity(chunks)),
+            repr: Repr::Many(List(spare_list(chunks))),
         }
     }
 
@@ -163,9 +232,9 @@ impl Batch {
     fn spill(&mut self, capacity: usize) -> &mut Vec<Bytes> {
         if let Repr::One(first) = &mut self.repr {
             let first = std::mem::take(first);
-            let mut v = Vec::with_capacity(capacity.max(2));
+            let mut v = spare_list(capacity.max(2));
             v.push(first);
-            self.repr = Repr::Many(v);
+            self.repr = Repr::Many(List(v));
         }
         self.owned()
     }
@@ -179,11 +248,13 @@ impl Batch {
     /// between the layers of a pipeline goes through the stack.
     #[inline]
     fn owned(&mut self) -> &mut Vec<Bytes> {
-        let repr = std::mem::replace(&mut self.repr, Repr::Many(Vec::new()));
+        let repr = std::mem::replace(&mut self.repr, Repr::Many(List(Vec::new())));
         self.repr = Repr::Many(match repr {
-            Repr::One(c) => vec![c],
+            Repr::One(c) => List(vec![c]),
             Repr::Many(v) => v,
-            Repr::Shared(list) => Arc::try_unwrap(list).unwrap_or_else(|list| (*list).clone()),
+            Repr::Shared(list) => {
+                List(Arc::try_unwrap(list).unwrap_or_else(|list| (*list).clone()))
+            }
         });
         match &mut self.repr {
             Repr::Many(v) => v,
@@ -201,6 +272,7 @@ impl Batch {
         match other.repr {
             Repr::One(chunk) => self.push(chunk),
             Repr::Many(more) => {
+                let more = more.into_vec();
                 let extra = more.len();
                 match &mut self.repr {
                     Repr::Many(v) => v.extend(more),
@@ -254,7 +326,7 @@ impl Batch {
     pub fn chunks(&self) -> &[Bytes] {
         match &self.repr {
             Repr::One(c) => std::slice::from_ref(c),
-            Repr::Many(v) => v,
+            Repr::Many(v) => v.as_slice(),
             Repr::Shared(list) => list,
         }
     }
@@ -269,7 +341,7 @@ impl Batch {
         }
         match &mut self.repr {
             Repr::One(c) => std::slice::from_mut(c),
-            Repr::Many(v) => v,
+            Repr::Many(v) => v.as_mut_slice(),
             Repr::Shared(_) => unreachable!("made owned just above"),
         }
     }
@@ -280,7 +352,7 @@ impl Batch {
     pub fn into_chunks(mut self) -> Vec<Bytes> {
         match self.repr {
             Repr::One(c) => vec![c],
-            Repr::Many(v) => v,
+            Repr::Many(v) => v.into_vec(),
             Repr::Shared(_) => std::mem::take(self.owned()),
         }
     }
@@ -296,7 +368,7 @@ impl Batch {
             Repr::One(c) => Repr::One(c.clone()),
             Repr::Shared(list) => Repr::Shared(Arc::clone(list)),
             Repr::Many(v) => {
-                let list = Arc::new(std::mem::take(v));
+                let list = Arc::new(std::mem::take(&mut v.0));
                 let other = Repr::Shared(Arc::clone(&list));
                 self.repr = Repr::Shared(list);
                 other
@@ -311,17 +383,14 @@ impl Batch {
     #[inline]
     pub fn map_chunks(self, mut f: impl FnMut(Bytes) -> Bytes) -> Batch {
         // By value, not through `chunks_mut`: a one-chunk batch then stays
-        // in registers from the source to the consumer.
-        let repr = match self.repr {
-            Repr::One(c) => Repr::One(f(c)),
-            // `collect` over a `Vec`'s own iterator reuses its allocation.
-            Repr::Many(v) => Repr::Many(v.into_iter().map(f).collect()),
-            Repr::Shared(list) => Repr::Many(match Arc::try_unwrap(list) {
-                Ok(v) => v.into_iter().map(f).collect(),
-                Err(list) => list.iter().cloned().map(f).collect(),
-            }),
-        };
-        Batch { repr }
+        // in registers from the source to the consumer. Several chunks go
+        // out of line, keeping this small enough to inline everywhere.
+        match self.repr {
+            Repr::One(c) => Batch {
+                repr: Repr::One(f(c)),
+            },
+            repr => map_list(repr, f),
+        }
     }
 
     /// Keeps the chunks for which `f` returns `Some`, replaced by what it
@@ -332,28 +401,15 @@ impl Batch {
         self.repr = match self.repr {
             Repr::One(c) => match f(c) {
                 Some(c) => Repr::One(c),
-                None => Repr::Many(Vec::new()),
+                None => Repr::Many(List(Vec::new())),
             },
-            Repr::Many(v) => Repr::Many(v.into_iter().filter_map(f).collect()),
-            Repr::Shared(list) => Repr::Many(match Arc::try_unwrap(list) {
+            Repr::Many(v) => Repr::Many(List(v.into_vec().into_iter().filter_map(f).collect())),
+            Repr::Shared(list) => Repr::Many(List(match Arc::try_unwrap(list) {
                 Ok(v) => v.into_iter().filter_map(f).collect(),
                 Err(list) => list.iter().cloned().filter_map(f).collect(),
-            }),
+            })),
         };
         self
-    }
-
-    /// The same batch, rebuilt from its parts: a no-op, except that the
-    /// compiler then keeps a one-chunk batch in registers instead of
-    /// copying it between stack slots (see the pipeline's `run`).
-    #[inline]
-    pub(crate) fn rebuilt(self) -> Batch {
-        let repr = match self.repr {
-            Repr::One(c) => Repr::One(c),
-            Repr::Many(v) => Repr::Many(v),
-            Repr::Shared(list) => Repr::Shared(list),
-        };
-        Batch { repr }
     }
 
     /// Drops a batch that [`Batch::is_empty`] said is empty, without
@@ -380,11 +436,28 @@ impl Batch {
     }
 }
 
+/// [`Batch::map_chunks`] for a list of chunks: `collect` over a `Vec`'s
+/// own iterator reuses its allocation.
+#[inline(never)]
+fn map_list(repr: Repr, f: impl FnMut(Bytes) -> Bytes) -> Batch {
+    let v = match repr {
+        Repr::One(c) => vec![c].into_iter().map(f).collect(),
+        Repr::Many(v) => v.into_vec().into_iter().map(f).collect(),
+        Repr::Shared(list) => match Arc::try_unwrap(list) {
+            Ok(v) => v.into_iter().map(f).collect(),
+            Err(list) => list.iter().cloned().map(f).collect(),
+        },
+    };
+    Batch {
+        repr: Repr::Many(List(v)),
+    }
+}
+
 impl From<Vec<Bytes>> for Batch {
     #[inline]
     fn from(chunks: Vec<Bytes>) -> Self {
         Batch {
-            repr: Repr::Many(chunks),
+            repr: Repr::Many(List(chunks)),
         }
     }
 }
@@ -407,7 +480,7 @@ impl FromIterator<Bytes> for Batch {
         let Some(second) = iter.next() else {
             return Batch::one(first);
         };
-        let mut v = Vec::with_capacity(iter.size_hint().0.saturating_add(2));
+        let mut v = spare_list(iter.size_hint().0.saturating_add(2));
         v.push(first);
         v.push(second);
         v.extend(iter);
@@ -467,7 +540,7 @@ impl IntoIterator for Batch {
         IntoIter {
             inner: match self.repr {
                 Repr::One(c) => IntoIterRepr::One(Some(c)),
-                Repr::Many(v) => IntoIterRepr::Many(v.into_iter()),
+                Repr::Many(v) => IntoIterRepr::Many(v.into_vec().into_iter()),
                 Repr::Shared(list) => match Arc::try_unwrap(list) {
                     Ok(v) => IntoIterRepr::Many(v.into_iter()),
                     Err(list) => IntoIterRepr::Shared(list, 0),
@@ -748,8 +821,8 @@ mod tests {
                 bytes: 1
             }
         );
-        assert!(BatchLimits::DEFAULT.has_room(127, 65535));
+        assert!(BatchLimits::DEFAULT.has_room(127, Batch::MAX_BYTES - 1));
         assert!(!BatchLimits::DEFAULT.has_room(128, 0));
-        assert!(!BatchLimits::DEFAULT.has_room(1, 65536));
+        assert!(!BatchLimits::DEFAULT.has_room(1, Batch::MAX_BYTES));
     }
 }

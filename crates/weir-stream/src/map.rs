@@ -38,12 +38,12 @@ impl<F> Transform for MapChunks<F>
 where
     F: FnMut(Bytes) -> Bytes,
 {
-    #[inline]
+    #[inline(always)]
     fn holds_back(&self) -> bool {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         Ok(input.map(|b| b.map_chunks(&mut self.f)))
     }
@@ -68,12 +68,12 @@ impl<F> Transform for FilterMapChunks<F>
 where
     F: FnMut(Bytes) -> Option<Bytes>,
 {
-    #[inline]
+    #[inline(always)]
     fn holds_back(&self) -> bool {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         Ok(input.map(|b| b.filter_map_chunks(&mut self.f)))
     }
@@ -99,12 +99,12 @@ impl<F> Transform for FilterChunks<F>
 where
     F: FnMut(&Bytes) -> bool,
 {
-    #[inline]
+    #[inline(always)]
     fn holds_back(&self) -> bool {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         let f = &mut self.f;
         Ok(input.map(|b| b.filter_map_chunks(|c| f(&c).then_some(c))))
@@ -142,12 +142,12 @@ impl<F> Transform for TryMapChunks<F>
 where
     F: FnMut(Bytes) -> Result<Bytes, StreamError>,
 {
-    #[inline]
+    #[inline(always)]
     fn holds_back(&self) -> bool {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         let Some(batch) = input else {
             return Ok(None);

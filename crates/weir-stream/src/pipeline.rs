@@ -148,7 +148,7 @@ impl<S, T: Transform> Pipeline<S, T> {
 }
 
 impl<S: Source, T: Transform> Source for Pipeline<S, T> {
-    #[inline]
+    #[inline(always)]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let mut this = self.project();
         if !this.life.is_running() || this.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
@@ -234,7 +234,7 @@ fn gate<S: Source, T: Transform>(this: &mut PipelineProj<'_, S, T>) -> Gate {
 /// their own run only for stages that hold data back
 /// ([`Transform::holds_back`]), a constant the compiler folds away for the
 /// others.
-#[inline]
+#[inline(always)]
 fn run<S: Source, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
     cx: &mut Context<'_>,
@@ -603,7 +603,7 @@ impl Life {
     /// arranged) when the task has spent its budget and should yield.
     /// Inner layers spend nothing, so a yield never reaches a layer's idle
     /// logic.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn poll_budget(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.owner {
             return Poll::Ready(());

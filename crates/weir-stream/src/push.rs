@@ -240,7 +240,7 @@ pub(crate) struct Slots {
 impl Slots {
     /// Takes the slots that are ready as one flat batch (PUSH-083), up to
     /// the batch limits ([`BatchLimits::DEFAULT`]: the first slot always,
-    /// then more while the batch holds fewer than 128 chunks and 64 KiB),
+    /// then more while the batch holds fewer than 128 chunks and 32 KiB),
     /// or `None` if there is none. The ring keeps its capacity, and the
     /// slots left over are the next read's.
     fn take_ready(&mut self) -> Option<Batch> {

@@ -94,7 +94,7 @@ use http::HeaderMap;
 use http_body::SizeHint;
 
 use crate::policy::{self, Backpressure};
-use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 use crate::{Batch, BatchResult, CancelToken, Source, StreamError};
 
 /// How a [`Share`] buffers: its high-water marks, its policy and its token.
@@ -1156,6 +1156,11 @@ struct WakeAll {
     /// Number of wake-ups from the source or the token so far; changed
     /// only with `waiters` locked.
     wakes: AtomicUsize,
+    /// `waiters.armed`, readable without the lock: a consumer about to
+    /// poll the source checks it first, and takes the lock only when the
+    /// source may owe a wake-up. A stale `false` costs one needless poll of
+    /// the source, never a lost wake-up.
+    armed: AtomicBool,
 }
 
 struct Waiters {
@@ -1187,6 +1192,7 @@ impl WakeAll {
                 list: Vec::new(),
             }),
             wakes: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
         }
     }
 
@@ -1204,6 +1210,9 @@ impl WakeAll {
 
     /// If the source owes a wake-up, registers `waker` for it and returns true.
     fn wait_if_armed(&self, id: usize, waker: &Waker) -> bool {
+        if !self.armed.load(Ordering::Acquire) {
+            return false;
+        }
         let mut waiters = lock(&self.waiters);
         if waiters.armed {
             waiters.register(id, waker);
@@ -1219,6 +1228,7 @@ impl WakeAll {
             return false;
         }
         waiters.armed = true;
+        self.armed.store(true, Ordering::Release);
         waiters.register(id, waker);
         true
     }
@@ -1246,6 +1256,7 @@ impl Wake for WakeAll {
         {
             let mut waiters = lock(&self.waiters);
             waiters.armed = false;
+            self.armed.store(false, Ordering::Release);
             self.wakes.fetch_add(1, Ordering::SeqCst);
         }
         self.notify_all();

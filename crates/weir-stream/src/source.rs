@@ -234,7 +234,7 @@ pub struct NextBatch<'a, S: ?Sized> {
 impl<S: Source + Unpin + ?Sized> Future for NextBatch<'_, S> {
     type Output = Option<BatchResult>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut *self.source).poll_next_batch(cx)
     }
@@ -334,7 +334,7 @@ where
 {
     /// The next batch: up to the limits, `None` once the iterator is done.
     /// One chunk stays inline (no allocation).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn next_batch_sync(&mut self) -> Option<Batch> {
         let first: Bytes = self.iter.next()?.into();
         let limits = self.limits;
@@ -364,7 +364,7 @@ where
             (_, Some(upper)) => want.min(upper.saturating_add(2)),
             (_, None) => want,
         };
-        let mut chunks = Vec::with_capacity(room.max(2));
+        let mut chunks = crate::batch::spare_list(room.max(2));
         chunks.push(first);
         chunks.push(second);
         while limits.has_room(chunks.len(), bytes) {
@@ -384,7 +384,7 @@ where
     I: Iterator + Unpin,
     I::Item: Into<Bytes>,
 {
-    #[inline]
+    #[inline(always)]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,

@@ -121,9 +121,9 @@ impl Transform for () {
         false
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
-        Ok(input.map(Batch::rebuilt))
+        Ok(input)
     }
 
     fn size_hint(&self, upstream: SizeHint) -> SizeHint {
@@ -179,11 +179,21 @@ pub struct Chain<A, B> {
 
 impl<A: Transform, B: Transform> Chain<A, B> {
     /// The hot path: one batch through both stages.
-    #[inline]
+    #[inline(always)]
     fn pass(&mut self, batch: Batch) -> Result<Option<Batch>, StreamError> {
-        match self.first.transform(Some(batch))? {
-            Some(mid) if !mid.is_empty() => self.second.transform(Some(mid)),
-            _ => Ok(None),
+        // No `?` and no plain drop of the middle batch: either would hand
+        // its address to out-of-line code, and the batch would then go
+        // through the stack between the stages.
+        match self.first.transform(Some(batch)) {
+            Ok(Some(mid)) => {
+                if !mid.is_empty() {
+                    return self.second.transform(Some(mid));
+                }
+                mid.discard_empty();
+                Ok(None)
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -213,7 +223,7 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
         self.first.holds_back() || self.second.holds_back()
     }
 
-    #[inline]
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match input {
             Some(batch) => self.pass(batch),

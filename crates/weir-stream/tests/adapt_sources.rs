@@ -147,7 +147,7 @@ async fn from_async_read_caps_one_batch() {
     let data = vec![1u8; 1024 * 1024];
     let mut src = from_async_read(&data[..]);
     let batch = src.next_batch().await.expect("batch").expect("ok");
-    // The byte bound: no chunk is added once the batch holds 64 KiB, and
+    // The byte bound: no chunk is added once the batch holds 32 KiB, and
     // each read is at most 8 KiB.
     assert_eq!(batch.byte_len(), Batch::MAX_BYTES, "{}", batch.byte_len());
     assert!(batch.len() <= Batch::MAX_CHUNKS);

@@ -121,7 +121,7 @@ async fn pull_060_a_sync_pipeline_ignores_the_coop_budget_inside_a_task() {
 #[test]
 fn pull_060_pull_sync_over_chunks_batches_them_by_count_and_bytes() {
     // 300 one-byte chunks: 128, 128, 44 (CORE-004); 20 chunks of 8 KiB:
-    // no chunk is added once a batch holds 64 KiB, so 8, 8, 4.
+    // no chunk is added once a batch holds 32 KiB, so 4, 4, 4, 4, 4.
     let small: Vec<usize> = pull_sync(vec![Bytes::from_static(b"x"); 300], ())
         .map(|b| b.expect("ok").len())
         .collect();
@@ -129,7 +129,7 @@ fn pull_060_pull_sync_over_chunks_batches_them_by_count_and_bytes() {
     let big: Vec<usize> = pull_sync(vec![Bytes::from(vec![1u8; 8192]); 20], ())
         .map(|b| b.expect("ok").len())
         .collect();
-    assert_eq!(big, [8, 8, 4]);
+    assert_eq!(big, [4, 4, 4, 4, 4]);
 }
 
 #[test]
