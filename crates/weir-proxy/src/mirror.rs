@@ -5,7 +5,7 @@
 //! - it is sent from a task of its own, after the primary is on its way;
 //! - its request body is a *secondary* consumer of the client's body
 //!   (weir-stream `share()` with [`ConsumerOptions::secondary`]): the primary
-//!   upstream sets the pace, and a mirror that falls more than `hwm` batches
+//!   upstream sets the pace, and a mirror that falls more than `hwm` chunks
 //!   behind is detached (`StreamError::Lagged`), which aborts the copy;
 //! - at most `max_in_flight` copies run at once per route; beyond that a
 //!   request is not mirrored (outcome `skipped`);

@@ -62,7 +62,7 @@ pub enum MirrorOutcome {
     Error,
     /// The exchange missed `timeout`.
     Timeout,
-    /// The copy's body fell more than `hwm` batches behind and was detached.
+    /// The copy's body fell more than `hwm` chunks (or 1 MiB) behind and was detached.
     Detached,
     /// `max_in_flight` copies were already running: not mirrored.
     Skipped,

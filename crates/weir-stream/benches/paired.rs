@@ -15,47 +15,6 @@
 
 mod common;
 
-use std::time::Duration;
-
-use common::{cases, harness};
-
-fn env_num(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
-    let selected = harness::select_contenders(harness::select(cases::all(), &harness::filters()));
-    if std::env::args().any(|a| a == "--list") {
-        for c in &selected {
-            println!("{}: benchmark", c.id);
-        }
-        return;
-    }
-    if !harness::bench_mode() {
-        harness::smoke(&selected);
-        return;
-    }
-    let rounds = env_num("WEIR_PAIRED_ROUNDS", 9).max(1);
-    let slice = Duration::from_millis(env_num("WEIR_PAIRED_MS", 30) as u64);
-    let mut results = Vec::new();
-    for case in &selected {
-        let r = harness::paired_case(case, rounds, slice);
-        eprintln!("paired: {} done", r.id);
-        for line in harness::markdown(std::slice::from_ref(&r)).lines().skip(2) {
-            println!("{line}");
-        }
-        results.push(r);
-    }
-    println!("\n{}", harness::markdown(&results));
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/weir-bench");
-    let path = format!("{dir}/paired.json");
-    match std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&path, harness::json(&results, rounds)))
-    {
-        Ok(()) => println!("wrote {path}"),
-        Err(e) => eprintln!("could not write {path}: {e}"),
-    }
+    common::harness::paired_main(common::cases::all(), "paired.json");
 }

@@ -3,12 +3,19 @@
 //! [`IntoBatch`], the return shapes a mapping closure may use (PULL-010).
 //!
 //! How each source batches (CORE-005): a source over a *sync* iterator of
-//! chunks ([`from_iter`](crate::from_iter)) gathers up to
-//! [`Batch::MAX_CHUNKS`] chunks per batch, since they are all ready at
-//! once; a source over *items* that arrive one by one ([`from_stream`],
+//! chunks ([`from_iter`](crate::from_iter)) gathers chunks up to the batch
+//! limits ([`BatchLimits`]: 128 chunks, 32 KiB), since they are all ready
+//! at once; a source over *items* that arrive one by one ([`from_stream`],
 //! [`from_results`]) yields one batch per item, so item boundaries stay
 //! visible; a reader ([`from_async_read`]) batches every read that is ready
-//! in one poll, like [`HttpBodySource`](crate::body::HttpBodySource).
+//! in one poll, up to the same limits, like
+//! [`HttpBodySource`](crate::body::HttpBodySource).
+//!
+//! The one-item sources are the per-item path at its cheapest: their poll
+//! is inlined into the consumer's, and their sticky end and error states are
+//! recorded out of line without the batch passing through (a batch handed
+//! to out-of-line code has to live on the stack, and every later move of it
+//! then costs a store-to-load round trip).
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -21,8 +28,7 @@ use futures_core::Stream;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::body::MAX_BATCH_BYTES;
-use crate::{Batch, BatchResult, Reason, Source, StreamError, Transform};
+use crate::{Batch, BatchLimits, BatchResult, Reason, Source, StreamError, Transform};
 
 /// Converts any error into a [`StreamError`]: a `StreamError` (boxed)
 /// comes back as itself, keeping its identity (CORE-006); anything else
@@ -53,28 +59,34 @@ enum ItemState {
 }
 
 impl ItemState {
-    /// The sticky answer once ended or failed.
-    fn finished(&self) -> Option<Option<BatchResult>> {
+    /// Whether the source may still yield: the hot path checks only this.
+    #[inline]
+    fn is_open(&self) -> bool {
+        matches!(self, ItemState::Open)
+    }
+
+    /// The sticky answer once ended (`None`) or failed (the error).
+    #[cold]
+    #[inline(never)]
+    fn sticky(&self) -> Option<StreamError> {
         match self {
-            ItemState::Open => None,
-            ItemState::Done => Some(None),
-            ItemState::Failed(e) => Some(Some(Err(e.clone()))),
+            ItemState::Open | ItemState::Done => None,
+            ItemState::Failed(e) => Some(e.clone()),
         }
     }
 
-    /// Records one item result, making errors and the end sticky.
-    fn record(&mut self, item: Option<BatchResult>) -> Option<BatchResult> {
-        match item {
-            Some(Err(e)) => {
-                *self = ItemState::Failed(e.clone());
-                Some(Err(e))
-            }
-            None => {
-                *self = ItemState::Done;
-                None
-            }
-            ok => ok,
-        }
+    /// The source failed with `e`, for good (CORE-006).
+    #[cold]
+    #[inline(never)]
+    fn failed(&mut self, e: StreamError) {
+        *self = ItemState::Failed(e);
+    }
+
+    /// The source ended, for good (CORE-007).
+    #[cold]
+    #[inline(never)]
+    fn done(&mut self) {
+        *self = ItemState::Done;
     }
 }
 
@@ -102,18 +114,27 @@ where
     B: Into<Bytes>,
     E: Into<Box<dyn StdError + Send + Sync>>,
 {
+    #[inline(always)]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let this = self.project();
-        if let Some(end) = this.state.finished() {
-            return Poll::Ready(end);
+        if !this.state.is_open() {
+            return Poll::Ready(this.state.sticky().map(Err));
         }
-        let item = ready!(this.stream.poll_next(cx)).map(|item| match item {
-            Ok(chunk) => Ok(Batch::one(chunk)),
-            Err(e) => Err(into_stream_error(e)),
-        });
-        Poll::Ready(this.state.record(item))
+        Poll::Ready(match ready!(this.stream.poll_next(cx)) {
+            Some(Ok(chunk)) => Some(Ok(Batch::one(chunk))),
+            Some(Err(e)) => {
+                let e = into_stream_error(e);
+                this.state.failed(e.clone());
+                Some(Err(e))
+            }
+            None => {
+                this.state.done();
+                None
+            }
+        })
     }
 
+    #[inline]
     fn is_end_stream(&self) -> bool {
         matches!(self.state, ItemState::Done)
     }
@@ -141,18 +162,29 @@ where
 }
 
 impl<I: Iterator<Item = BatchResult> + Unpin> Source for ResultsSource<I> {
+    #[inline(always)]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<BatchResult>> {
         let this = &mut *self;
-        if let Some(end) = this.state.finished() {
-            return Poll::Ready(end);
+        if !this.state.is_open() {
+            return Poll::Ready(this.state.sticky().map(Err));
         }
-        let item = this.iter.next();
-        Poll::Ready(this.state.record(item))
+        match this.iter.next() {
+            Some(Ok(batch)) => Poll::Ready(Some(Ok(batch))),
+            Some(Err(e)) => {
+                this.state.failed(e.clone());
+                Poll::Ready(Some(Err(e)))
+            }
+            None => {
+                this.state.done();
+                Poll::Ready(None)
+            }
+        }
     }
 
+    #[inline]
     fn is_end_stream(&self) -> bool {
         matches!(self.state, ItemState::Done)
     }
@@ -168,6 +200,7 @@ pin_project! {
         reader: R,
         buf: BytesMut,
         chunk_size: usize,
+        limits: BatchLimits,
         state: ItemState,
     }
 }
@@ -175,8 +208,8 @@ pin_project! {
 /// A source that reads `reader` into chunks of at most
 /// [`DEFAULT_READ_CHUNK`] bytes (see [`ReaderSource::chunk_size`]).
 ///
-/// Each poll reads for as long as the reader is ready, up to
-/// [`Batch::MAX_CHUNKS`] chunks or [`MAX_BATCH_BYTES`] bytes, and yields
+/// Each poll reads for as long as the reader is ready, up to the batch
+/// limits ([`BatchLimits::DEFAULT`]; see [`ReaderSource::batch_limits`]), and yields
 /// what it read as one batch, one chunk per read. Reads go into one
 /// [`BytesMut`] whose spare room is kept for the next read, so a short read
 /// does not cost an allocation. End of file ends the source; an I/O error
@@ -187,6 +220,7 @@ pub fn from_async_read<R: AsyncRead>(reader: R) -> ReaderSource<R> {
         reader,
         buf: BytesMut::new(),
         chunk_size: DEFAULT_READ_CHUNK,
+        limits: BatchLimits::DEFAULT,
         state: ItemState::Open,
     }
 }
@@ -195,6 +229,12 @@ impl<R> ReaderSource<R> {
     /// Sets the most bytes one read asks for (at least 1). Builds only.
     pub fn chunk_size(mut self, bytes: usize) -> Self {
         self.chunk_size = bytes.max(1);
+        self
+    }
+
+    /// Sets the batch limits (each at least 1). Builds only.
+    pub fn batch_limits(mut self, limits: BatchLimits) -> Self {
+        self.limits = BatchLimits::new(limits.chunks, limits.bytes);
         self
     }
 }
@@ -211,13 +251,13 @@ impl<R> fmt::Debug for ReaderSource<R> {
 impl<R: AsyncRead> Source for ReaderSource<R> {
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let mut this = self.project();
-        if let Some(end) = this.state.finished() {
-            return Poll::Ready(end);
+        if !this.state.is_open() {
+            return Poll::Ready(this.state.sticky().map(Err));
         }
         let chunk = *this.chunk_size;
         let mut batch = Batch::new();
         let mut bytes = 0usize;
-        while batch.len() < Batch::MAX_CHUNKS && bytes < MAX_BATCH_BYTES {
+        while this.limits.has_room(batch.len(), bytes) {
             if this.buf.capacity() - this.buf.len() < chunk {
                 this.buf.reserve(chunk);
             }
@@ -233,15 +273,18 @@ impl<R: AsyncRead> Source for ReaderSource<R> {
                     batch.push(this.buf.split().freeze());
                     continue;
                 }
-                Poll::Ready(Err(e)) => Some(Err(StreamError::failed(e))),
+                Poll::Ready(Err(e)) => Some(StreamError::failed(e)),
                 Poll::Pending if batch.is_empty() => return Poll::Pending,
                 Poll::Pending => break,
             };
             // End of file or an error: deliver what was read first.
-            if batch.is_empty() {
-                return Poll::Ready(this.state.record(end));
+            match &end {
+                Some(e) => this.state.failed(e.clone()),
+                None => this.state.done(),
             }
-            let _ = this.state.record(end);
+            if batch.is_empty() {
+                return Poll::Ready(end.map(Err));
+            }
             break;
         }
         Poll::Ready(Some(Ok(batch)))
@@ -414,6 +457,12 @@ where
     F: FnMut(Batch) -> R,
     R: IntoBatch,
 {
+    #[inline]
+    fn holds_back(&self) -> bool {
+        false
+    }
+
+    #[inline]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match input {
             Some(batch) => (self.f)(batch).into_batch(),

@@ -12,19 +12,14 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::{Batch, BatchBuf, BatchResult, Source, StreamError};
-
-/// The most bytes [`HttpBodySource`] gathers into one batch, in bytes.
-///
-/// Frames that are ready are gathered until the batch holds this many bytes
-/// or [`Batch::MAX_CHUNKS`] chunks, whichever comes first.
-pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+use crate::{Batch, BatchBuf, BatchLimits, BatchResult, Source, StreamError};
 
 pin_project! {
     /// An [`http_body::Body`] as a [`Source`].
     ///
     /// Each poll gathers every data frame that is ready into one batch (up to
-    /// [`MAX_BATCH_BYTES`] and [`Batch::MAX_CHUNKS`]), so a fast body becomes
+    /// the batch limits, [`BatchLimits::DEFAULT`] unless set with
+    /// [`HttpBodySource::batch_limits`]), so a fast body becomes
     /// few, large batches (PUSH-083). Data is converted with
     /// [`Buf::copy_to_bytes`], which for `Bytes` (hyper's `Incoming`) is
     /// zero-copy. A trailers frame ends the data and is kept for
@@ -37,6 +32,7 @@ pin_project! {
         #[pin]
         body: B,
         state: ReadState,
+        limits: BatchLimits,
         trailers: Option<HeaderMap>,
     }
 }
@@ -54,8 +50,15 @@ impl<B> HttpBodySource<B> {
         HttpBodySource {
             body,
             state: ReadState::Reading,
+            limits: BatchLimits::DEFAULT,
             trailers: None,
         }
+    }
+
+    /// Sets the batch limits (each at least 1). Builds only.
+    pub fn batch_limits(mut self, limits: BatchLimits) -> Self {
+        self.limits = BatchLimits::new(limits.chunks, limits.bytes);
+        self
     }
 }
 
@@ -74,7 +77,7 @@ where
         let mut batch = Batch::new();
         let mut bytes = 0usize;
         loop {
-            if batch.len() >= Batch::MAX_CHUNKS || bytes >= MAX_BATCH_BYTES {
+            if !this.limits.has_room(batch.len(), bytes) {
                 return Poll::Ready(Some(Ok(batch)));
             }
             match this.body.as_mut().poll_frame(cx) {

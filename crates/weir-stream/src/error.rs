@@ -37,11 +37,16 @@ pub enum StreamError {
     /// Bytes collected as text were not valid UTF-8.
     #[error("invalid UTF-8")]
     InvalidUtf8,
-    /// A secondary consumer fell more than `hwm` batches behind and was detached.
-    #[error("consumer lagged more than {hwm} batches behind and was detached")]
+    /// A secondary consumer of a share fell more than a high-water mark
+    /// behind and was detached.
+    #[error(
+        "consumer lagged more than {hwm_chunks} chunks or {hwm_bytes} bytes behind and was detached"
+    )]
     Lagged {
-        /// The high-water mark it exceeded, in batches.
-        hwm: usize,
+        /// The share's high-water mark in chunks.
+        hwm_chunks: usize,
+        /// The share's high-water mark in bytes.
+        hwm_bytes: usize,
     },
 }
 

@@ -16,6 +16,7 @@
 //! | need | use | catalogue |
 //! |---|---|---|
 //! | a pull chain of sync stages, fused into one poll loop | [`pull`], [`TransformExt::then`], [`Pipeline`] | PULL, FAST |
+//! | a per-chunk stage, in place | [`map_chunks`], [`filter_map_chunks`], [`filter_chunks`], [`try_map_chunks`] ([`map`](mod@map)) | FAST-006 |
 //! | a stage that drives its upstream itself, or awaits | [`stateful`] ([`StatefulTransform`], [`AsyncTransform`]) | PULL-020/030/033 |
 //! | the same rules with no async at all | [`pull_sync`] ([`sync_pull`]) | PULL-060 |
 //! | gather small chunks, emit early when the upstream idles | [`coalesce()`](mod@coalesce) | — |
@@ -49,6 +50,7 @@
 mod batch;
 pub mod body;
 mod error;
+pub mod map;
 mod pipeline;
 pub mod policy;
 mod source;
@@ -72,10 +74,11 @@ pub mod tap;
 pub use adapt::{IntoBatch, map_batches};
 /// The owning iterator of a [`Batch`].
 pub use batch::IntoIter as BatchIntoIter;
-pub use batch::{Batch, BatchBuf};
+pub use batch::{Batch, BatchBuf, BatchLimits};
 pub use broadcast::{Broadcast, BroadcastOptions, broadcast};
 pub use coalesce::{Coalesce, coalesce};
 pub use error::{Reason, StreamError};
+pub use map::{filter_chunks, filter_map_chunks, map_chunks, try_map_chunks};
 pub use merge::{Merge, merge};
 pub use pipe::{IoSink, PipeOptions, Sink, TryWrite, pipe_to, pipe_to_sync};
 pub use pipeline::{Pipeline, pull};
@@ -86,7 +89,7 @@ pub use source::{Empty, IterSource, NextBatch, Once, Source, SourceExt, empty, f
 pub use stateful::{
     AsyncStage, AsyncTransform, StatefulStage, StatefulTransform, Upstream, async_fn,
 };
-pub use sync_pull::{PipelineSync, pull_sync};
+pub use sync_pull::{PipelineSync, pull_sync, pull_sync_batches};
 pub use tap::{Tap, TapAsync, tap, tap_async};
 pub use token::{CancelToken, Cancelled};
 pub use transform::{Chain, FnTransform, Transform, TransformExt, transform_fn};

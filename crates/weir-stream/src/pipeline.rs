@@ -6,7 +6,7 @@ use std::task::{Context, Poll, ready};
 use http::HeaderMap;
 use http_body::SizeHint;
 use pin_project_lite::pin_project;
-use tokio::task::coop::{self, RestoreOnPending};
+use tokio::task::coop;
 
 use crate::transform::{concat, non_empty};
 use crate::{Batch, BatchResult, CancelToken, Chain, Source, StreamError, Transform, TransformExt};
@@ -148,36 +148,21 @@ impl<S, T: Transform> Pipeline<S, T> {
 }
 
 impl<S: Source, T: Transform> Source for Pipeline<S, T> {
-    #[inline]
+    #[inline(always)]
     fn poll_next_batch(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<BatchResult>> {
         let mut this = self.project();
-        if !this.life.is_running() {
-            // Off the hot path: the first poll, or a poll after the end.
-            if let Some(end) = this.life.finished() {
-                return Poll::Ready(end);
+        if !this.life.is_running() || this.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+            // Off the hot path: the first poll, a poll after the end, or a
+            // fired token. Only small values come back from here: a batch
+            // merged in from a cold path would cost the hot one its copies.
+            match gate(&mut this) {
+                Gate::Go => {}
+                Gate::End => return Poll::Ready(None),
+                Gate::Fail(e) => return Poll::Ready(Some(Err(e))),
             }
-            if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
-                return fail(&mut this, err);
-            }
-            if let Some(token) = this.life.begin() {
-                if let Some(transform) = this.transform.as_mut() {
-                    transform.start(token);
-                }
-                if let Some(source) = this.source.as_mut().as_pin_mut() {
-                    source.start(token);
-                }
-            }
-        } else if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
-            return fail(&mut this, err);
         }
-        let budget = ready!(this.life.poll_budget(cx));
-        let out = run(&mut this, cx);
-        if out.is_ready()
-            && let Some(budget) = budget
-        {
-            budget.made_progress();
-        }
-        out
+        ready!(this.life.poll_budget(cx));
+        run(&mut this, cx)
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -202,34 +187,65 @@ impl<S: Source, T: Transform> Source for Pipeline<S, T> {
     }
 }
 
+/// What a poll off the hot path decided.
+enum Gate {
+    /// Run the pipeline.
+    Go,
+    /// It has ended: `None`.
+    End,
+    /// It has failed, or failed now: this error.
+    Fail(StreamError),
+}
+
+/// The first poll (start the stages), a poll after the end or the error
+/// (the same answer again, CORE-006/007), or a fired external token
+/// (fail with its reason, PULL-043).
+#[cold]
+#[inline(never)]
+fn gate<S: Source, T: Transform>(this: &mut PipelineProj<'_, S, T>) -> Gate {
+    match this.life.finished() {
+        Some(None) => return Gate::End,
+        Some(Some(Err(e))) => return Gate::Fail(e),
+        Some(Some(Ok(_))) | None => {}
+    }
+    if let Some(err) = this.cancel.as_ref().and_then(CancelToken::reason) {
+        return Gate::Fail(fail(this, err));
+    }
+    if let Some(token) = this.life.begin() {
+        if let Some(transform) = this.transform.as_mut() {
+            transform.start(token);
+        }
+        if let Some(source) = this.source.as_mut().as_pin_mut() {
+            source.start(token);
+        }
+    }
+    Gate::Go
+}
+
 /// Pulls until one output batch, the end, an error, or `Pending`.
-#[inline]
+///
+/// Shaped for the compiler: after the source's poll, every value returned
+/// is built here from what the source or the transform gave (errors go to
+/// [`failed`], which only records them). A batch that comes from an
+/// out-of-line path merged into the returned value makes the compiler spill
+/// every batch through the stack in pieces, and the consumer's next copy of
+/// it then waits on those stores: that alone tripled the cost of a
+/// one-chunk batch. So the end and idle paths that can produce a batch of
+/// their own run only for stages that hold data back
+/// ([`Transform::holds_back`]), a constant the compiler folds away for the
+/// others.
+#[inline(always)]
 fn run<S: Source, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
     cx: &mut Context<'_>,
 ) -> Poll<Option<BatchResult>> {
     loop {
         let Some(source) = this.source.as_mut().as_pin_mut() else {
-            return finish(this, Ok(None));
-        };
-        let polled = source.poll_next_batch(cx);
-        if this.transform.as_ref().is_some_and(Transform::is_identity)
-            && let Poll::Ready(Some(Ok(batch))) = &polled
-            && !batch.is_empty()
-            && !this
-                .source
-                .as_ref()
-                .get_ref()
-                .as_ref()
-                .is_some_and(Source::is_end_stream)
-        {
-            *this.idle_flushed = false;
-            return polled;
-        }
-        let Some(transform) = this.transform.as_mut() else {
+            // Only a pipeline that ended or failed has no source, and
+            // `gate` answers for those before `run` is called.
             return Poll::Ready(None);
         };
-        match polled {
+        match source.poll_next_batch(cx) {
             Poll::Ready(Some(Ok(batch))) => {
                 *this.idle_flushed = false;
                 let at_end = this
@@ -238,90 +254,201 @@ fn run<S: Source, T: Transform>(
                     .get_ref()
                     .as_ref()
                     .is_some_and(Source::is_end_stream);
-                let out = transform.transform(Some(batch));
-                if at_end {
-                    // The source knows it is done: flush in this same
-                    // poll, so the last batch carries the flush output
-                    // and `is_end_stream` turns true with it.
-                    return finish(this, out);
-                }
-                match out {
-                    Ok(out) => {
-                        if let Some(batch) = non_empty(out) {
-                            return Poll::Ready(Some(Ok(batch)));
+                let Some(transform) = this.transform.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                if transform.holds_back() {
+                    if at_end {
+                        // The source knows it is done: flush in this same
+                        // poll, so the last batch carries the flush output
+                        // and `is_end_stream` turns true with it.
+                        return finished(last(this, batch));
+                    }
+                    let out = if transform.is_identity() {
+                        // Elided (a boxed identity would cost a call).
+                        Ok(Some(batch))
+                    } else {
+                        transform.transform(Some(batch))
+                    };
+                    match out {
+                        Ok(Some(out)) if !out.is_empty() => return Poll::Ready(Some(Ok(out))),
+                        Ok(_) => continue,
+                        Err(e) => {
+                            failed(this, e.clone());
+                            return Poll::Ready(Some(Err(e)));
                         }
                     }
-                    Err(e) => return fail(this, e),
+                }
+                // Each arm returns what it was given, built in place: see
+                // the doc comment above.
+                match transform.transform(Some(batch)) {
+                    Ok(out) => {
+                        if at_end {
+                            end_quietly(this);
+                        }
+                        if let Some(out) = out {
+                            if !out.is_empty() {
+                                return Poll::Ready(Some(Ok(out)));
+                            }
+                            out.discard_empty();
+                        }
+                        if at_end {
+                            return Poll::Ready(None);
+                        }
+                    }
+                    Err(e) => {
+                        failed(this, e.clone());
+                        return Poll::Ready(Some(Err(e)));
+                    }
                 }
             }
-            Poll::Ready(Some(Err(e))) => return fail(this, e),
-            Poll::Ready(None) => return finish(this, Ok(None)),
+            Poll::Ready(Some(Err(e))) => {
+                failed(this, e.clone());
+                return Poll::Ready(Some(Err(e)));
+            }
+            Poll::Ready(None) => {
+                if this.transform.as_ref().is_some_and(Transform::holds_back) {
+                    return finished(finish(this, None));
+                }
+                end_quietly(this);
+                return Poll::Ready(None);
+            }
             Poll::Pending => {
-                if let Some(cancel) = this.cancel.as_ref()
-                    && let Poll::Ready(err) = cancel.poll_cancelled(cx)
-                {
-                    return fail(this, err);
+                if this.transform.as_ref().is_some_and(Transform::holds_back) {
+                    return idle(this, cx);
                 }
-                if *this.idle_flushed {
-                    return Poll::Pending;
-                }
-                *this.idle_flushed = true;
-                return match transform.idle() {
-                    Ok(out) => non_empty(out).map_or(Poll::Pending, |b| Poll::Ready(Some(Ok(b)))),
-                    Err(e) => fail(this, e),
-                };
+                watch_token(this, cx);
+                return Poll::Pending;
             }
         }
     }
 }
 
+/// The source ended and the transform emits nothing at its flush
+/// ([`Transform::holds_back`] is false): flush it all the same (PULL-031),
+/// keep the trailers, drop the source.
+#[cold]
+#[inline(never)]
+fn end_quietly<S: Source, T: Transform>(this: &mut PipelineProj<'_, S, T>) {
+    let flushed = finish(this, None);
+    debug_assert!(
+        matches!(flushed, Ok(None)),
+        "a transform that does not hold back emitted or failed at its flush"
+    );
+}
+
+/// The source is pending and the transform holds nothing back: make a
+/// fired external token wake this pipeline; the next poll fails with its
+/// reason (PULL-043).
+#[inline]
+fn watch_token<S: Source, T: Transform>(this: &mut PipelineProj<'_, S, T>, cx: &mut Context<'_>) {
+    if let Some(cancel) = this.cancel.as_ref()
+        && cancel.poll_cancelled(cx).is_ready()
+    {
+        cx.waker().wake_by_ref();
+    }
+}
+
+/// The answer of [`finish`] as a poll result.
+#[inline]
+fn finished(out: Result<Option<Batch>, StreamError>) -> Poll<Option<BatchResult>> {
+    Poll::Ready(match out {
+        Ok(Some(batch)) => Some(Ok(batch)),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
+    })
+}
+
+/// The source went pending: check the external token, then give the
+/// transform its one idle call for this idle period.
+#[cold]
+#[inline(never)]
+fn idle<S: Source, T: Transform>(
+    this: &mut PipelineProj<'_, S, T>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<BatchResult>> {
+    if let Some(cancel) = this.cancel.as_ref()
+        && let Poll::Ready(err) = cancel.poll_cancelled(cx)
+    {
+        return Poll::Ready(Some(Err(fail(this, err))));
+    }
+    if *this.idle_flushed {
+        return Poll::Pending;
+    }
+    *this.idle_flushed = true;
+    let Some(transform) = this.transform.as_mut() else {
+        return Poll::Pending;
+    };
+    match transform.idle() {
+        Ok(out) => non_empty(out).map_or(Poll::Pending, |b| Poll::Ready(Some(Ok(b)))),
+        Err(e) => Poll::Ready(Some(Err(fail(this, e)))),
+    }
+}
+
+/// The source's last batch: through the transform, then the flush.
+#[cold]
+#[inline(never)]
+fn last<S: Source, T: Transform>(
+    this: &mut PipelineProj<'_, S, T>,
+    batch: Batch,
+) -> Result<Option<Batch>, StreamError> {
+    let out = match this.transform.as_mut() {
+        Some(transform) => transform.transform(Some(batch)),
+        None => Ok(Some(batch)),
+    };
+    match out {
+        Ok(head) => finish(this, head),
+        Err(e) => Err(fail(this, e)),
+    }
+}
+
 /// The source ended: keep its trailers, drop it, flush the transform, and
-/// yield `head` followed by the flush output.
+/// return `head` followed by the flush output.
 #[cold]
 #[inline(never)]
 fn finish<S: Source, T: Transform>(
     this: &mut PipelineProj<'_, S, T>,
-    head: Result<Option<Batch>, StreamError>,
-) -> Poll<Option<BatchResult>> {
-    let head = match head {
-        Ok(head) => non_empty(head),
-        Err(e) => return fail(this, e),
-    };
+    head: Option<Batch>,
+) -> Result<Option<Batch>, StreamError> {
+    let head = non_empty(head);
     if let Some(source) = this.source.as_mut().as_pin_mut() {
         *this.trailers = source.take_trailers();
     }
     this.source.set(None);
     this.life.finish();
     let Some(transform) = this.transform.as_mut() else {
-        return Poll::Ready(head.map(Ok));
+        return Ok(head);
     };
     let tail = match transform.transform(None) {
         Ok(tail) => non_empty(tail),
-        Err(e) => return fail(this, e),
+        Err(e) => return Err(fail(this, e)),
     };
     if let Some(trailers) = this.trailers.as_mut() {
         transform.trailers(trailers);
     }
-    Poll::Ready(match tail {
-        Some(tail) => Some(Ok(concat(head, tail))),
-        None => head.map(Ok),
+    Ok(match tail {
+        Some(tail) => Some(concat(head, tail)),
+        None => head,
     })
 }
 
 /// The pipeline failed with `err`: fire the token, drop the source, abort
-/// the transform (if it was started), and return `err` unchanged.
+/// the transform (if it was started).
 #[cold]
 #[inline(never)]
-fn fail<S, T: Transform>(
-    this: &mut PipelineProj<'_, S, T>,
-    err: StreamError,
-) -> Poll<Option<BatchResult>> {
+fn failed<S, T: Transform>(this: &mut PipelineProj<'_, S, T>, err: StreamError) {
     let started = this.life.fail(&err);
     this.source.set(None);
     if started && let Some(transform) = this.transform.as_mut() {
         transform.abort(&err);
     }
-    Poll::Ready(Some(Err(err)))
+}
+
+/// [`failed`], handing `err` back.
+#[inline]
+fn fail<S, T: Transform>(this: &mut PipelineProj<'_, S, T>, err: StreamError) -> StreamError {
+    failed(this, err.clone());
+    err
 }
 
 /// The lifecycle every pull layer shares ([`Pipeline`], the stateful and
@@ -471,22 +598,33 @@ impl Life {
         Some(token.reason().unwrap_or_else(crate::error::stopped_early))
     }
 
-    /// The owner spends one unit of tokio's coop budget per poll (PULL-051);
-    /// `Pending` (with a wake-up already arranged) when the task has spent
-    /// its budget and should yield. Inner layers spend nothing, so a yield
-    /// never reaches a layer's idle logic.
-    #[inline]
-    pub(crate) fn poll_budget(&mut self, cx: &mut Context<'_>) -> Poll<Option<RestoreOnPending>> {
+    /// The owner spends one unit of tokio's coop budget every
+    /// `COOP_EVERY` polls (PULL-051); `Pending` (with a wake-up already
+    /// arranged) when the task has spent its budget and should yield.
+    /// Inner layers spend nothing, so a yield never reaches a layer's idle
+    /// logic.
+    #[inline(always)]
+    pub(crate) fn poll_budget(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if !self.owner {
-            return Poll::Ready(None);
+            return Poll::Ready(());
         }
         // The budget lives in a thread-local; touching it on every poll
         // costs more than a pass-through poll itself. One unit every
         // `COOP_EVERY` polls still makes an always-ready chain yield.
         self.polls = self.polls.wrapping_add(1);
         if !self.polls.is_multiple_of(COOP_EVERY) {
-            return Poll::Ready(None);
+            return Poll::Ready(());
         }
-        coop::poll_proceed(cx).map(Some)
+        poll_coop(cx)
     }
+}
+
+/// Spends one unit of tokio's coop budget; `Pending` when it is spent.
+/// The unit counts as progress at once: a poll that then finds its source
+/// pending has spent it all the same, which only makes the task yield a
+/// little sooner.
+#[cold]
+#[inline(never)]
+fn poll_coop(cx: &mut Context<'_>) -> Poll<()> {
+    coop::poll_proceed(cx).map(|restore| restore.made_progress())
 }

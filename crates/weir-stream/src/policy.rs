@@ -61,9 +61,14 @@ impl FromStr for Backpressure {
 
 /// Default high-water mark of `push()`, in batches (PUSH-030).
 pub const DEFAULT_PUSH_HWM: usize = 4;
-/// Default high-water mark of `share()` and `broadcast()`, in batches (PUSH-030).
+/// Default high-water mark of `broadcast()`, in batches (PUSH-030).
 pub const DEFAULT_SHARE_HWM: usize = 16;
-/// Largest high-water mark, in batches; larger values are clamped (PUSH-032).
+/// Default high-water mark of `share()` in chunks.
+pub const DEFAULT_SHARE_HWM_CHUNKS: usize = 1024;
+/// Default high-water mark of `share()` in bytes: 1 MiB.
+pub const DEFAULT_SHARE_HWM_BYTES: usize = 1024 * 1024;
+/// Largest high-water mark counted in batches or chunks; larger values are
+/// clamped (PUSH-032).
 pub const MAX_HWM: usize = 1 << 16;
 
 /// Clamps a high-water mark to `1..=MAX_HWM` (0 acts as 1, PUSH-032).

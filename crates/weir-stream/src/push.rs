@@ -58,7 +58,7 @@ use bytes::Bytes;
 
 use crate::policy::{self, Backpressure};
 use crate::sync::{Arc, Mutex, lock};
-use crate::{Batch, BatchResult, CancelToken, Source, StreamError};
+use crate::{Batch, BatchLimits, BatchResult, CancelToken, Source, StreamError};
 
 /// Settings of a [`push`] stream.
 ///
@@ -157,6 +157,13 @@ impl Slot {
         }
     }
 
+    fn append_to(self, out: &mut Vec<Bytes>) {
+        match self {
+            Slot::One(c) => out.push(c),
+            Slot::Many(b) => out.extend(b),
+        }
+    }
+
     /// The slot as a batch. An empty `writev` gives an empty batch (PUSH-080).
     pub(crate) fn into_batch(self) -> Batch {
         match self {
@@ -231,19 +238,35 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// Takes every slot as one flat batch (PUSH-083), or `None` if there is
-    /// none. The ring keeps its capacity.
-    fn take_all(&mut self) -> Option<Batch> {
-        if self.slots.len() <= 1 {
-            return self.slots.pop_front().map(Slot::into_batch);
+    /// Takes the slots that are ready as one flat batch (PUSH-083), up to
+    /// the batch limits ([`BatchLimits::DEFAULT`]: the first slot always,
+    /// then more while the batch holds fewer than 128 chunks and 32 KiB),
+    /// or `None` if there is none. The ring keeps its capacity, and the
+    /// slots left over are the next read's.
+    fn take_ready(&mut self) -> Option<Batch> {
+        let first = self.slots.pop_front()?;
+        let limits = BatchLimits::DEFAULT;
+        let (mut chunks, mut bytes) = (first.chunk_count(), first.byte_len() as usize);
+        if self.slots.is_empty() || !limits.has_room(chunks, bytes) {
+            return Some(first.into_batch());
         }
-        let n = self.slots.iter().map(Slot::chunk_count).sum();
-        let mut out = Vec::with_capacity(n);
-        for slot in self.slots.drain(..) {
-            match slot {
-                Slot::One(c) => out.push(c),
-                Slot::Many(b) => out.extend(b),
-            }
+        let mut out = Vec::with_capacity(
+            chunks
+                + self
+                    .slots
+                    .iter()
+                    .map(Slot::chunk_count)
+                    .sum::<usize>()
+                    .min(limits.chunks),
+        );
+        first.append_to(&mut out);
+        while limits.has_room(chunks, bytes) {
+            let Some(slot) = self.slots.pop_front() else {
+                break;
+            };
+            chunks += slot.chunk_count();
+            bytes += slot.byte_len() as usize;
+            slot.append_to(&mut out);
         }
         Some(Batch::from(out))
     }
@@ -1111,7 +1134,7 @@ impl Source for Readable {
                 let Store::Push(slots) = &mut core.store else {
                     return Poll::Ready(None);
                 };
-                if let Some(batch) = slots.take_all() {
+                if let Some(batch) = slots.take_ready() {
                     core.promote(wake);
                     if !batch.is_empty() {
                         return Poll::Ready(Some(Ok(batch)));

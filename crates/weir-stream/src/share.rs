@@ -8,33 +8,42 @@
 //! that consumer, inside its own poll, while it holds the share's lock, so
 //! there is at most one upstream pull at a time and every consumer gets its
 //! result (SHARE-004). The ring is trimmed up to the slowest cursor
-//! (SHARE-005) and holds at most `hwm` entries.
+//! (SHARE-005).
 //!
-//! # Policies
+//! # High-water marks and policies
 //!
-//! The ring is *full* when `hwm` entries are held for the slowest primary
-//! consumer. A primary that needs a new upstream batch while it is full:
+//! The high-water marks count what the ring holds for the slowest primary
+//! consumer in chunks *and* in bytes ([`ShareOptions::hwm_chunks`],
+//! [`ShareOptions::hwm_bytes`]), never in batches, whose size varies. The
+//! ring is *full* once either is reached. A pull appends one whole batch,
+//! so the ring holds at most the marks plus one batch (a batch is at most
+//! [`Batch::MAX_BYTES`] from the crate's own sources). A primary that needs
+//! a new upstream batch while the ring is full:
 //! - `strict` gets [`StreamError::BufferFull`]; the error is not terminal,
 //!   and the same consumer succeeds once the slowest one moves on (SHARE-007);
-//! - `block` waits until the slowest one moves on or leaves (SHARE-008, SHARE-011);
-//! - `drop-oldest` pulls anyway and evicts the oldest entry; lagging primary
-//!   cursors move forward to the oldest entry kept (SHARE-009);
+//! - `block` (the default) waits until the slowest one moves on or leaves
+//!   (SHARE-008, SHARE-011), so the plain loop
+//!   `while let Some(b) = consumer.next_batch().await` works in every
+//!   consumer, each at its own pace;
+//! - `drop-oldest` pulls anyway and evicts the oldest entries until the ring
+//!   is back within the marks; lagging primary cursors move forward to the
+//!   oldest entry kept (SHARE-009);
 //! - `drop-newest` pulls one batch and discards it, for every consumer, so the
-//!   ring never exceeds `hwm` (SHARE-010, D3); the consumer then yields (wakes
-//!   itself and returns `Pending`), so one poll pulls at most one batch.
+//!   ring never exceeds the marks (SHARE-010, D3); the consumer then yields
+//!   (wakes itself and returns `Pending`), so one poll pulls at most one batch.
 //!
 //! # Secondary consumers
 //!
 //! A consumer made with [`ConsumerOptions::secondary`] (a proxy's cache
 //! writer, say) never slows the primaries (the client): fullness and the
-//! policies are computed over primaries only. When a secondary falls more
-//! than `hwm` entries behind the newest entry, it is detached: its next poll
-//! returns [`StreamError::Lagged`], its cursor stops holding the ring, and it
-//! no longer counts as a consumer. A secondary that needs a new batch while
+//! policies are computed over primaries only. When a secondary is behind
+//! the slowest primary and more than a high-water mark behind the newest
+//! entry, it is detached: its next poll returns [`StreamError::Lagged`], its
+//! cursor stops holding the ring, and it no longer counts as a consumer. A secondary that needs a new batch while
 //! the primaries hold a full ring waits (under every policy: it never gets
 //! `BufferFull`, never evicts and never discards). With no primary left,
 //! secondaries pull freely, and the slower ones are detached once they lag.
-//! Either way the ring never holds more than `hwm` entries.
+//! Either way the ring never holds more than the marks plus one batch.
 //!
 //! # Ends, errors, cancellation
 //!
@@ -85,18 +94,22 @@ use http::HeaderMap;
 use http_body::SizeHint;
 
 use crate::policy::{self, Backpressure};
-use crate::sync::{Arc, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{Arc, AtomicBool, AtomicUsize, Mutex, Ordering, lock};
 use crate::{Batch, BatchResult, CancelToken, Source, StreamError};
 
-/// How a [`Share`] buffers: its high-water mark, its policy and its token.
+/// How a [`Share`] buffers: its high-water marks, its policy and its token.
 #[derive(Debug, Clone)]
 pub struct ShareOptions {
-    /// Most entries (batches, not bytes) held for the slowest primary
-    /// consumer. Default [`policy::DEFAULT_SHARE_HWM`]; clamped to
+    /// Most chunks held for the slowest primary consumer before the ring is
+    /// full. Default [`policy::DEFAULT_SHARE_HWM_CHUNKS`]; clamped to
     /// `1..=`[`policy::MAX_HWM`].
-    pub hwm: usize,
+    pub hwm_chunks: usize,
+    /// Most bytes held for the slowest primary consumer before the ring is
+    /// full, in bytes. Default [`policy::DEFAULT_SHARE_HWM_BYTES`]; at least 1.
+    pub hwm_bytes: usize,
     /// What a consumer that needs a new batch does when the ring is full.
-    /// Default [`Backpressure::Strict`].
+    /// Default [`Backpressure::Block`]: it waits, so a plain consumer loop
+    /// never sees an error.
     pub policy: Backpressure,
     /// Cancels the share with the token's reason, as [`Share::cancel`] would,
     /// when it fires (SHARE-017). Waiting consumers are woken for it; the
@@ -108,8 +121,9 @@ pub struct ShareOptions {
 impl Default for ShareOptions {
     fn default() -> Self {
         ShareOptions {
-            hwm: policy::DEFAULT_SHARE_HWM,
-            policy: Backpressure::Strict,
+            hwm_chunks: policy::DEFAULT_SHARE_HWM_CHUNKS,
+            hwm_bytes: policy::DEFAULT_SHARE_HWM_BYTES,
+            policy: Backpressure::Block,
             token: None,
         }
     }
@@ -123,12 +137,13 @@ pub enum Role {
     Primary,
     /// Never slows the primaries; what happens when it lags is `on_lag`.
     Secondary {
-        /// What to do when it falls more than `hwm` entries behind.
+        /// What to do when it falls more than a high-water mark behind.
         on_lag: OnLag,
     },
 }
 
-/// What happens to a secondary consumer that falls more than `hwm` entries behind.
+/// What happens to a secondary consumer that falls more than a high-water
+/// mark behind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OnLag {
@@ -217,14 +232,39 @@ impl<S> Share<S> {
         lock(&self.shared.state).lagged
     }
 
-    /// Number of entries (batches) the ring holds (SHARE-005); at most the hwm.
+    /// Number of entries (batches) the ring holds (SHARE-005).
     pub fn buffer_size(&self) -> usize {
         lock(&self.shared.state).entries.len()
     }
 
-    /// The high-water mark in effect, after clamping, in batches.
-    pub fn hwm(&self) -> usize {
-        self.shared.config.hwm
+    /// Chunks the ring holds.
+    pub fn buffered_chunks(&self) -> u64 {
+        let state = lock(&self.shared.state);
+        state.pulled_chunks
+            - state
+                .entries
+                .front()
+                .map_or(state.pulled_chunks, |e| e.chunks_before)
+    }
+
+    /// Bytes the ring holds.
+    pub fn buffered_bytes(&self) -> u64 {
+        let state = lock(&self.shared.state);
+        state.pulled_bytes
+            - state
+                .entries
+                .front()
+                .map_or(state.pulled_bytes, |e| e.start)
+    }
+
+    /// The high-water mark in chunks in effect, after clamping.
+    pub fn hwm_chunks(&self) -> usize {
+        self.shared.config.hwm_chunks
+    }
+
+    /// The high-water mark in bytes in effect.
+    pub fn hwm_bytes(&self) -> usize {
+        self.shared.config.hwm_bytes
     }
 
     /// The backpressure policy.
@@ -251,7 +291,8 @@ impl<S> fmt::Debug for Share<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = lock(&self.shared.state);
         f.debug_struct("Share")
-            .field("hwm", &self.shared.config.hwm)
+            .field("hwm_chunks", &self.shared.config.hwm_chunks)
+            .field("hwm_bytes", &self.shared.config.hwm_bytes)
             .field("policy", &self.shared.config.policy)
             .field("consumers", &state.attached)
             .field("buffered", &state.entries.len())
@@ -378,7 +419,7 @@ impl<S: Source + Unpin> Source for Consumer<S> {
 impl<S> Drop for Consumer<S> {
     fn drop(&mut self) {
         let mut after = After::new();
-        lock(&self.shared.state).release(self.id, self.shared.config.hwm, &mut after);
+        lock(&self.shared.state).release(self.id, self.shared.config, &mut after);
         self.shared.wake.unregister(self.id);
         after.run(&self.shared.wake);
     }
@@ -499,8 +540,21 @@ impl<I: Iterator<Item = BatchResult>> Source for IterBatches<I> {
 
 #[derive(Debug, Clone, Copy)]
 struct Config {
-    hwm: usize,
+    hwm_chunks: usize,
+    hwm_bytes: usize,
     policy: Backpressure,
+}
+
+impl Config {
+    /// Whether `chunks` chunks and `bytes` bytes reach a high-water mark.
+    fn reached(&self, chunks: u64, bytes: u64) -> bool {
+        chunks >= self.hwm_chunks as u64 || bytes >= self.hwm_bytes as u64
+    }
+
+    /// Whether `chunks` chunks and `bytes` bytes are past a high-water mark.
+    fn exceeded(&self, chunks: u64, bytes: u64) -> bool {
+        chunks > self.hwm_chunks as u64 || bytes > self.hwm_bytes as u64
+    }
 }
 
 struct Shared<S> {
@@ -524,6 +578,7 @@ impl<S> Shared<S> {
             entries: VecDeque::new(),
             base: 0,
             pulled_bytes: 0,
+            pulled_chunks: 0,
             cursors: Vec::new(),
             free: Vec::new(),
             attached: 0,
@@ -541,7 +596,8 @@ impl<S> Shared<S> {
         after.run(&wake);
         Arc::new(Shared {
             config: Config {
-                hwm: policy::clamp_hwm(options.hwm),
+                hwm_chunks: policy::clamp_hwm(options.hwm_chunks),
+                hwm_bytes: options.hwm_bytes.max(1),
                 policy: options.policy,
             },
             state: Mutex::new(state),
@@ -566,8 +622,11 @@ enum Status {
 /// One buffered batch.
 struct Entry {
     batch: Batch,
-    /// Bytes pulled before this batch, for [`Source::size_hint`].
+    /// Bytes pulled before this batch: for [`Source::size_hint`] and the
+    /// byte mark.
     start: u64,
+    /// Chunks pulled before this batch, for the chunk mark.
+    chunks_before: u64,
 }
 
 /// A consumer's place in the ring.
@@ -596,6 +655,7 @@ struct State<S> {
     /// Absolute index of `entries[0]`.
     base: u64,
     pulled_bytes: u64,
+    pulled_chunks: u64,
     /// Cursor slots, indexed by consumer id; a slot is freed when its
     /// consumer drops, so an id is never reused while its consumer lives.
     cursors: Vec<Option<Cursor>>,
@@ -676,10 +736,39 @@ impl<S> State<S> {
             .min()
     }
 
-    /// Whether `hwm` entries are held for the slowest primary.
-    fn is_full(&self, hwm: usize) -> bool {
-        self.slowest(true)
-            .is_some_and(|slowest| self.tail() - slowest >= hwm as u64)
+    /// Chunks and bytes held from absolute entry `pos` to the tail.
+    fn held_from(&self, pos: u64) -> (u64, u64) {
+        match self.entries.get(pos.saturating_sub(self.base) as usize) {
+            Some(e) => (
+                self.pulled_chunks - e.chunks_before,
+                self.pulled_bytes - e.start,
+            ),
+            None => (0, 0),
+        }
+    }
+
+    /// Whether the ring holds a high-water mark for the slowest primary.
+    fn is_full(&self, config: Config) -> bool {
+        self.slowest(true).is_some_and(|slowest| {
+            let (chunks, bytes) = self.held_from(slowest);
+            config.reached(chunks, bytes)
+        })
+    }
+
+    /// The oldest absolute entry from which the ring up to the tail is
+    /// within the high-water marks: cursors before it lag. The newest entry
+    /// is always within, however large.
+    fn floor(&self, config: Config) -> u64 {
+        let within = self
+            .entries
+            .partition_point(|e| {
+                config.exceeded(
+                    self.pulled_chunks - e.chunks_before,
+                    self.pulled_bytes - e.start,
+                )
+            })
+            .min(self.entries.len().saturating_sub(1));
+        self.base + within as u64
     }
 
     /// Drops the entries no attached cursor still needs.
@@ -692,9 +781,9 @@ impl<S> State<S> {
 
     /// A cursor moved forward or left: trim, and wake the consumers waiting
     /// for room if there is room now.
-    fn moved(&mut self, hwm: usize, after: &mut After<S>) {
+    fn moved(&mut self, config: Config, after: &mut After<S>) {
         self.trim();
-        if self.space_waiting && !self.is_full(hwm) {
+        if self.space_waiting && !self.is_full(config) {
             self.space_waiting = false;
             after.notify = true;
         }
@@ -744,14 +833,14 @@ impl<S> State<S> {
     }
 
     /// The consumer dropped: free its slot.
-    fn release(&mut self, id: usize, hwm: usize, after: &mut After<S>) {
+    fn release(&mut self, id: usize, config: Config, after: &mut After<S>) {
         self.detach(id, Link::Released);
         if let Some(slot) = self.cursors.get_mut(id)
             && slot.take().is_some()
         {
             self.free.push(id);
         }
-        self.moved(hwm, after);
+        self.moved(config, after);
     }
 
     fn cancel(&mut self, reason: Option<StreamError>, after: &mut After<S>) {
@@ -789,26 +878,33 @@ impl<S> State<S> {
         after.notify = true;
     }
 
-    /// Appends a batch, then enforces the lag bound: an attached cursor more
-    /// than `hwm` entries behind the tail is detached (a secondary) or
-    /// moved to the oldest entry kept (a primary, under `drop-oldest`).
-    fn append(&mut self, batch: Batch, hwm: usize) {
-        let len = batch.byte_len() as u64;
+    /// Appends a batch, then enforces the lag bound: an attached cursor
+    /// more than a high-water mark behind the tail is detached (a secondary
+    /// behind the slowest primary) or moved to the oldest entry kept (a
+    /// primary, under `drop-oldest` only: under the other policies a
+    /// primary never pulls past a full ring, so it is never more than the
+    /// marks plus this batch behind).
+    fn append(&mut self, batch: Batch, config: Config) {
+        let (len, chunks) = (batch.byte_len() as u64, batch.len() as u64);
         self.entries.push_back(Entry {
             batch,
             start: self.pulled_bytes,
+            chunks_before: self.pulled_chunks,
         });
         self.pulled_bytes += len;
-        let floor = self.tail().saturating_sub(hwm as u64);
+        self.pulled_chunks += chunks;
+        let floor = self.floor(config);
+        // A secondary level with the slowest primary holds nothing extra.
+        let secondary_floor = self.slowest(true).map_or(floor, |p| floor.min(p));
+        let drop_oldest = config.policy == Backpressure::DropOldest;
         let mut lagged = Vec::new();
         for (id, slot) in self.cursors.iter_mut().enumerate() {
             if let Some(cursor) = slot
                 && cursor.link == Link::Attached
-                && cursor.pos < floor
             {
-                if cursor.secondary {
+                if cursor.secondary && cursor.pos < secondary_floor {
                     lagged.push(id);
-                } else {
+                } else if !cursor.secondary && drop_oldest && cursor.pos < floor {
                     cursor.pos = floor;
                 }
             }
@@ -823,7 +919,8 @@ impl<S> State<S> {
     }
 
     /// Reads the entry at `pos` for cursor `id`: moved out if no other
-    /// cursor still needs it, cloned otherwise.
+    /// cursor still needs it, shared otherwise ([`Batch::clone_shared`]:
+    /// no copy).
     fn read(&mut self, id: usize, pos: u64) -> Batch {
         if let Some(cursor) = self.cursor_mut(id) {
             cursor.pos = pos + 1;
@@ -841,8 +938,8 @@ impl<S> State<S> {
             return batch;
         }
         self.entries
-            .get(index)
-            .map(|e| e.batch.clone())
+            .get_mut(index)
+            .map(|e| e.batch.clone_shared())
             .unwrap_or_default()
     }
 
@@ -904,7 +1001,8 @@ impl<S: Source + Unpin> State<S> {
         can_wait: bool,
         after: &mut After<S>,
     ) -> Step {
-        let Config { hwm, policy } = shared.config;
+        let config = shared.config;
+        let policy = config.policy;
         loop {
             let Some(cursor) = self.cursor(id) else {
                 return Step::End;
@@ -916,7 +1014,10 @@ impl<S: Source + Unpin> State<S> {
                     if let Some(cursor) = self.cursor_mut(id) {
                         cursor.link = Link::Released;
                     }
-                    return Step::Failed(StreamError::Lagged { hwm });
+                    return Step::Failed(StreamError::Lagged {
+                        hwm_chunks: config.hwm_chunks,
+                        hwm_bytes: config.hwm_bytes,
+                    });
                 }
                 Link::Released => {
                     return match &self.status {
@@ -938,7 +1039,7 @@ impl<S: Source + Unpin> State<S> {
             if pos < self.tail() {
                 let batch = self.read(id, pos);
                 if !secondary {
-                    self.moved(hwm, after);
+                    self.moved(config, after);
                 }
                 return Step::Batch(batch);
             }
@@ -948,19 +1049,19 @@ impl<S: Source + Unpin> State<S> {
                 Status::Open => {}
                 Status::Done => {
                     self.detach(id, Link::Released);
-                    self.moved(hwm, after);
+                    self.moved(config, after);
                     return Step::End;
                 }
                 Status::Failed(e) => {
                     let e = e.clone();
                     self.detach(id, Link::Released);
-                    self.moved(hwm, after);
+                    self.moved(config, after);
                     return Step::Failed(e);
                 }
                 // Cancelling released every cursor; handled above.
                 Status::Cancelled(_) => return Step::End,
             }
-            let full = self.is_full(hwm);
+            let full = self.is_full(config);
             if full && (secondary || policy == Backpressure::Block) {
                 if !can_wait {
                     return Step::Full;
@@ -1007,7 +1108,7 @@ impl<S: Source + Unpin> State<S> {
                             return Step::Pending;
                         }
                     }
-                    self.append(batch, hwm);
+                    self.append(batch, config);
                     if ends {
                         self.close(Status::Done, after);
                     }
@@ -1055,6 +1156,11 @@ struct WakeAll {
     /// Number of wake-ups from the source or the token so far; changed
     /// only with `waiters` locked.
     wakes: AtomicUsize,
+    /// `waiters.armed`, readable without the lock: a consumer about to
+    /// poll the source checks it first, and takes the lock only when the
+    /// source may owe a wake-up. A stale `false` costs one needless poll of
+    /// the source, never a lost wake-up.
+    armed: AtomicBool,
 }
 
 struct Waiters {
@@ -1086,6 +1192,7 @@ impl WakeAll {
                 list: Vec::new(),
             }),
             wakes: AtomicUsize::new(0),
+            armed: AtomicBool::new(false),
         }
     }
 
@@ -1103,6 +1210,9 @@ impl WakeAll {
 
     /// If the source owes a wake-up, registers `waker` for it and returns true.
     fn wait_if_armed(&self, id: usize, waker: &Waker) -> bool {
+        if !self.armed.load(Ordering::Acquire) {
+            return false;
+        }
         let mut waiters = lock(&self.waiters);
         if waiters.armed {
             waiters.register(id, waker);
@@ -1118,6 +1228,7 @@ impl WakeAll {
             return false;
         }
         waiters.armed = true;
+        self.armed.store(true, Ordering::Release);
         waiters.register(id, waker);
         true
     }
@@ -1145,6 +1256,7 @@ impl Wake for WakeAll {
         {
             let mut waiters = lock(&self.waiters);
             waiters.armed = false;
+            self.armed.store(false, Ordering::Release);
             self.wakes.fetch_add(1, Ordering::SeqCst);
         }
         self.notify_all();

@@ -9,7 +9,7 @@ use http::HeaderMap;
 use http_body::SizeHint;
 
 use crate::stateful::{AsyncStage, AsyncTransform, StatefulStage, StatefulTransform};
-use crate::{Batch, BatchResult, CancelToken, Pipeline, Transform};
+use crate::{Batch, BatchLimits, BatchResult, CancelToken, Pipeline, Transform};
 
 /// Something that yields [`Batch`]es when polled.
 ///
@@ -234,7 +234,7 @@ pub struct NextBatch<'a, S: ?Sized> {
 impl<S: Source + Unpin + ?Sized> Future for NextBatch<'_, S> {
     type Output = Option<BatchResult>;
 
-    #[inline]
+    #[inline(always)]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut *self.source).poll_next_batch(cx)
     }
@@ -300,10 +300,14 @@ impl Source for Once {
 #[derive(Debug, Clone)]
 pub struct IterSource<I> {
     iter: I,
+    limits: BatchLimits,
 }
 
-/// A source that yields the chunks of `iter`, up to [`Batch::MAX_CHUNKS`]
-/// per batch (CORE-004). The iterator is advanced only when polled.
+/// A source that yields the chunks of `iter`, gathered into batches of at
+/// most [`Batch::MAX_CHUNKS`] chunks and [`Batch::MAX_BYTES`] bytes
+/// (CORE-004; see [`BatchLimits`], and [`IterSource::batch_limits`] to set
+/// them). The iterator is advanced only when polled, and only for the
+/// chunks of one batch. Chunks convert without a copy (CORE-003).
 pub fn from_iter<I>(iter: I) -> IterSource<I::IntoIter>
 where
     I: IntoIterator,
@@ -311,6 +315,67 @@ where
 {
     IterSource {
         iter: iter.into_iter(),
+        limits: BatchLimits::DEFAULT,
+    }
+}
+
+impl<I> IterSource<I> {
+    /// Sets the batch limits (each at least 1). Builds only.
+    pub fn batch_limits(mut self, limits: BatchLimits) -> Self {
+        self.limits = BatchLimits::new(limits.chunks, limits.bytes);
+        self
+    }
+}
+
+impl<I> IterSource<I>
+where
+    I: Iterator,
+    I::Item: Into<Bytes>,
+{
+    /// The next batch: up to the limits, `None` once the iterator is done.
+    /// One chunk stays inline (no allocation).
+    #[inline(always)]
+    pub(crate) fn next_batch_sync(&mut self) -> Option<Batch> {
+        let first: Bytes = self.iter.next()?.into();
+        let limits = self.limits;
+        let second = if limits.has_room(1, first.len()) {
+            self.iter.next()
+        } else {
+            None
+        };
+        let Some(second) = second else {
+            return Some(Batch::one(first));
+        };
+        Some(self.gather(first, second.into()))
+    }
+
+    /// A batch of `first`, `second` and what follows, up to the limits.
+    /// Out of line, so that the one-chunk path above stays small enough to
+    /// inline into its consumer.
+    #[inline(never)]
+    fn gather(&mut self, first: Bytes, second: Bytes) -> Batch {
+        let limits = self.limits;
+        let mut bytes = first.len() + second.len();
+        // Room for what the limits and the iterator allow, not more.
+        let want = (limits.bytes / first.len().max(1))
+            .saturating_add(1)
+            .min(limits.chunks);
+        let room = match self.iter.size_hint() {
+            (_, Some(upper)) => want.min(upper.saturating_add(2)),
+            (_, None) => want,
+        };
+        let mut chunks = crate::batch::spare_list(room.max(2));
+        chunks.push(first);
+        chunks.push(second);
+        while limits.has_room(chunks.len(), bytes) {
+            let Some(chunk) = self.iter.next() else {
+                break;
+            };
+            let chunk: Bytes = chunk.into();
+            bytes += chunk.len();
+            chunks.push(chunk);
+        }
+        Batch::from(chunks)
     }
 }
 
@@ -319,16 +384,11 @@ where
     I: Iterator + Unpin,
     I::Item: Into<Bytes>,
 {
+    #[inline(always)]
     fn poll_next_batch(
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<BatchResult>> {
-        let batch: Batch = self
-            .iter
-            .by_ref()
-            .take(Batch::MAX_CHUNKS)
-            .map(Into::into)
-            .collect();
-        Poll::Ready((!batch.is_empty()).then_some(Ok(batch)))
+        Poll::Ready(self.next_batch_sync().map(Ok))
     }
 }

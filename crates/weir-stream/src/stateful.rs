@@ -283,7 +283,7 @@ impl<S: Source, T: StatefulTransform> Source for StatefulStage<S, T> {
                 upstream.start(token);
             }
         }
-        let budget = ready!(this.life.poll_budget(cx));
+        ready!(this.life.poll_budget(cx));
         loop {
             let mut input = Upstream {
                 source: this.upstream.as_mut(),
@@ -310,9 +310,6 @@ impl<S: Source, T: StatefulTransform> Source for StatefulStage<S, T> {
                     Poll::Ready(None)
                 }
             };
-            if let Some(budget) = budget {
-                budget.made_progress();
-            }
             return out;
         }
     }
@@ -498,14 +495,8 @@ impl<S: Source, A: AsyncTransform> Source for AsyncStage<S, A> {
                 upstream.start(token);
             }
         }
-        let budget = ready!(this.life.poll_budget(cx));
-        let out = run_async(&mut this, cx);
-        if out.is_ready()
-            && let Some(budget) = budget
-        {
-            budget.made_progress();
-        }
-        out
+        ready!(this.life.poll_budget(cx));
+        run_async(&mut this, cx)
     }
 
     fn size_hint(&self) -> SizeHint {

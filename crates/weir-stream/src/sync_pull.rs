@@ -11,8 +11,11 @@ use std::iter::FusedIterator;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use bytes::Bytes;
+
 use crate::adapt::{ResultsSource, from_results};
 use crate::pipeline::Life;
+use crate::source::{IterSource, from_iter};
 use crate::stateful::{StatefulStage, StatefulTransform};
 use crate::{BatchResult, Chain, Pipeline, Source, StreamError, Transform};
 
@@ -20,12 +23,39 @@ use crate::{BatchResult, Chain, Pipeline, Source, StreamError, Transform};
 const WOULD_BLOCK: &str =
     "a stage of a sync pipeline returned Pending: a sync pipeline cannot wait";
 
-/// Builds a sync pipeline that pulls from `source` through `transform`.
+/// Builds a sync pipeline that pulls the chunks of `chunks` through
+/// `transform`.
 ///
-/// `source` yields one batch per item (CORE-005), or an error that ends the
-/// pipeline. Pass `()` for no transform. Builds only: nothing is pulled or
-/// called until the first [`Iterator::next`] (PULL-001).
+/// The chunks are gathered into batches as [`from_iter`] does (at most
+/// [`Batch::MAX_CHUNKS`](crate::Batch::MAX_CHUNKS) chunks and
+/// [`Batch::MAX_BYTES`](crate::Batch::MAX_BYTES) bytes; for other limits,
+/// `PipelineSync::new(pull(from_iter(chunks).batch_limits(limits), t))`).
+/// Chunks convert without a copy (CORE-003). Pass `()` for no transform.
+/// Builds only: nothing is pulled or called until the first
+/// [`Iterator::next`] (PULL-001).
+///
+/// ```
+/// use weir_stream::{map_chunks, pull_sync};
+/// let upper = map_chunks(|c: bytes::Bytes| c.to_ascii_uppercase().into());
+/// let out: Vec<_> = pull_sync(["a", "b"], upper).map(Result::unwrap).collect();
+/// assert_eq!(out[0].chunks(), ["A", "B"]);
+/// ```
 pub fn pull_sync<I, T>(
+    chunks: I,
+    transform: T,
+) -> PipelineSync<Pipeline<IterSource<I::IntoIter>, T>>
+where
+    I: IntoIterator,
+    I::Item: Into<Bytes>,
+    T: Transform,
+{
+    PipelineSync::new(Pipeline::new(from_iter(chunks), transform))
+}
+
+/// Builds a sync pipeline over ready-made batches: `source` yields one
+/// batch per item (CORE-005), or an error that ends the pipeline. Otherwise
+/// as [`pull_sync`].
+pub fn pull_sync_batches<I, T>(
     source: I,
     transform: T,
 ) -> PipelineSync<Pipeline<ResultsSource<I::IntoIter>, T>>
@@ -110,7 +140,7 @@ impl<S: Source + Unpin> Iterator for PipelineSync<S> {
             Pin::new(&mut *source).start(token);
         }
         let mut cx = Context::from_waker(Waker::noop());
-        let err = match Pin::new(source).poll_next_batch(&mut cx) {
+        let err = match Pin::new(&mut *source).poll_next_batch(&mut cx) {
             Poll::Ready(Some(Ok(batch))) => return Some(Ok(batch)),
             Poll::Ready(None) => {
                 self.life.finish();

@@ -62,6 +62,7 @@ impl CancelToken {
     }
 
     /// Whether the token has fired.
+    #[inline]
     pub fn is_cancelled(&self) -> bool {
         self.inner.fired.load(Ordering::Acquire)
     }

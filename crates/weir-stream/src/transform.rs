@@ -3,6 +3,12 @@
 use http::HeaderMap;
 use http_body::SizeHint;
 
+use bytes::Bytes;
+
+use crate::map::{
+    FilterChunks, FilterMapChunks, MapChunks, TryMapChunks, filter_chunks, filter_map_chunks,
+    map_chunks, try_map_chunks,
+};
 use crate::{Batch, CancelToken, StreamError};
 
 /// A synchronous stage of a [`Pipeline`](crate::Pipeline).
@@ -31,6 +37,18 @@ pub trait Transform {
     #[inline]
     fn is_identity(&self) -> bool {
         false
+    }
+
+    /// Whether the stage may hold data back and emit it later: from its
+    /// flush (`transform(None)`) or from [`Transform::idle`]. `true` by
+    /// default. A stage that returns `false` promises that both always
+    /// emit nothing and never fail; a pipeline then ends and goes idle
+    /// without looking for their output, which keeps its per-batch path
+    /// free of the copies that output would cost. A constant for every
+    /// type here.
+    #[inline]
+    fn holds_back(&self) -> bool {
+        true
     }
 
     /// Transforms one batch (`Some`), or flushes at the end of input (`None`).
@@ -99,6 +117,11 @@ impl Transform for () {
     }
 
     #[inline]
+    fn holds_back(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         Ok(input)
     }
@@ -112,6 +135,11 @@ impl<T: Transform + ?Sized> Transform for Box<T> {
     #[inline]
     fn is_identity(&self) -> bool {
         (**self).is_identity()
+    }
+
+    #[inline]
+    fn holds_back(&self) -> bool {
+        (**self).holds_back()
     }
 
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
@@ -151,11 +179,21 @@ pub struct Chain<A, B> {
 
 impl<A: Transform, B: Transform> Chain<A, B> {
     /// The hot path: one batch through both stages.
-    #[inline]
+    #[inline(always)]
     fn pass(&mut self, batch: Batch) -> Result<Option<Batch>, StreamError> {
-        match self.first.transform(Some(batch))? {
-            Some(mid) if !mid.is_empty() => self.second.transform(Some(mid)),
-            _ => Ok(None),
+        // No `?` and no plain drop of the middle batch: either would hand
+        // its address to out-of-line code, and the batch would then go
+        // through the stack between the stages.
+        match self.first.transform(Some(batch)) {
+            Ok(Some(mid)) => {
+                if !mid.is_empty() {
+                    return self.second.transform(Some(mid));
+                }
+                mid.discard_empty();
+                Ok(None)
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
@@ -181,6 +219,11 @@ impl<A: Transform, B: Transform> Transform for Chain<A, B> {
     }
 
     #[inline]
+    fn holds_back(&self) -> bool {
+        self.first.holds_back() || self.second.holds_back()
+    }
+
+    #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
         match input {
             Some(batch) => self.pass(batch),
@@ -236,7 +279,7 @@ pub(crate) fn concat(head: Option<Batch>, tail: Batch) -> Batch {
     }
 }
 
-/// Combinators for every [`Transform`].
+/// Combinators for every [`Transform`]. Each returns one fused [`Chain`].
 pub trait TransformExt: Transform + Sized {
     /// Runs `self`, then `next` on its output.
     fn then<B: Transform>(self, next: B) -> Chain<Self, B> {
@@ -244,6 +287,42 @@ pub trait TransformExt: Transform + Sized {
             first: self,
             second: next,
         }
+    }
+
+    /// Runs `self`, then replaces every chunk of its output with `f(chunk)`,
+    /// in place: `self.then(map_chunks(f))`, see [`map_chunks`].
+    fn map_chunks<F>(self, f: F) -> Chain<Self, MapChunks<F>>
+    where
+        F: FnMut(Bytes) -> Bytes,
+    {
+        self.then(map_chunks(f))
+    }
+
+    /// Runs `self`, then keeps the chunks `f` maps to `Some`:
+    /// `self.then(filter_map_chunks(f))`, see [`filter_map_chunks`].
+    fn filter_map_chunks<F>(self, f: F) -> Chain<Self, FilterMapChunks<F>>
+    where
+        F: FnMut(Bytes) -> Option<Bytes>,
+    {
+        self.then(filter_map_chunks(f))
+    }
+
+    /// Runs `self`, then keeps the chunks `f` accepts:
+    /// `self.then(filter_chunks(f))`, see [`filter_chunks`].
+    fn filter_chunks<F>(self, f: F) -> Chain<Self, FilterChunks<F>>
+    where
+        F: FnMut(&Bytes) -> bool,
+    {
+        self.then(filter_chunks(f))
+    }
+
+    /// Runs `self`, then replaces every chunk with `f(chunk)` or fails:
+    /// `self.then(try_map_chunks(f))`, see [`try_map_chunks`].
+    fn try_map_chunks<F>(self, f: F) -> Chain<Self, TryMapChunks<F>>
+    where
+        F: FnMut(Bytes) -> Result<Bytes, StreamError>,
+    {
+        self.then(try_map_chunks(f))
     }
 }
 

@@ -19,7 +19,6 @@ use weir_stream::adapt::{
     Chunks, from_async_read, from_results, from_stream, into_bytes_stream, into_stream,
     into_stream_error, map_batches,
 };
-use weir_stream::body::MAX_BATCH_BYTES;
 use weir_stream::{Batch, SourceExt, StreamError, from_iter, pull};
 
 /// A stream over a list that counts its polls.
@@ -148,7 +147,9 @@ async fn from_async_read_caps_one_batch() {
     let data = vec![1u8; 1024 * 1024];
     let mut src = from_async_read(&data[..]);
     let batch = src.next_batch().await.expect("batch").expect("ok");
-    assert!(batch.byte_len() <= MAX_BATCH_BYTES, "{}", batch.byte_len());
+    // The byte bound: no chunk is added once the batch holds 32 KiB, and
+    // each read is at most 8 KiB.
+    assert_eq!(batch.byte_len(), Batch::MAX_BYTES, "{}", batch.byte_len());
     assert!(batch.len() <= Batch::MAX_CHUNKS);
     let mut total = batch.byte_len();
     while let Some(b) = src.next_batch().await {

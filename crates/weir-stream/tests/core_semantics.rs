@@ -14,7 +14,7 @@ use pull_support::*;
 use weir_stream::adapt::{from_stream, into_bytes_stream};
 use weir_stream::body::{HttpBodySource, SourceBody};
 use weir_stream::stateful::async_fn;
-use weir_stream::sync_pull::pull_sync;
+use weir_stream::sync_pull::pull_sync_batches;
 use weir_stream::{
     Batch, SourceExt, StreamError, TransformExt, from_iter, once, pull, transform_fn,
 };
@@ -126,7 +126,7 @@ fn core_005_a_sync_iterator_is_grouped_but_item_sources_yield_one_batch_per_item
     assert_eq!(out, ["a", "b", "c"]);
 
     // The sync pipeline: one batch per item.
-    let sync: Vec<String> = pull_sync(["a", "b", "c"].map(|c| Ok(Batch::one(c))), ())
+    let sync: Vec<String> = pull_sync_batches(["a", "b", "c"].map(|c| Ok(Batch::one(c))), ())
         .map(|b| text(&b.expect("ok")))
         .collect();
     assert_eq!(sync, ["a", "b", "c"]);
@@ -160,7 +160,7 @@ fn core_007_polls_after_the_end_keep_returning_none() {
     }
     assert_eq!(log.count(":flush"), 2, "no second flush");
 
-    let mut sync = pull_sync([Ok(Batch::one("a"))], ());
+    let mut sync = pull_sync_batches([Ok(Batch::one("a"))], ());
     assert!(sync.next().is_some());
     for _ in 0..3 {
         assert!(sync.next().is_none());

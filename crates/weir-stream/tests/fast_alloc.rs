@@ -177,3 +177,59 @@ fn fast_006_one_chunk_batches_allocate_nothing() {
     let info = measure(|| while let Poll::Ready(Some(Ok(_))) = poll(&mut p) {});
     assert_eq!(info.count_total, 0, "{info:?}");
 }
+
+#[test]
+fn fast_006_per_chunk_stages_allocate_nothing_per_batch() {
+    // map, filter-map and try-map stages, fused: each batch keeps its list
+    // and nothing is allocated, however many stages.
+    const N: usize = 1000;
+    let source = Prebuilt::new(N + 1);
+    let pointers: Vec<*const Bytes> = source.0.iter().map(|b| b.chunks().as_ptr()).collect();
+    let stages = weir_stream::map_chunks(|c: Bytes| c.slice(1..))
+        .filter_map_chunks(Some)
+        .try_map_chunks(Ok)
+        .filter_chunks(|c| !c.is_empty());
+    let mut p = pull(source, stages);
+    let first = poll(&mut p);
+    let mut same_list = 0usize;
+    let info = measure(|| {
+        for expected in &pointers[1..] {
+            let Poll::Ready(Some(Ok(batch))) = poll(&mut p) else {
+                panic!("no batch")
+            };
+            assert_eq!(batch.chunks(), ["hu", "k"]);
+            if batch.chunks().as_ptr() == *expected {
+                same_list += 1;
+            }
+        }
+    });
+    drop(first);
+    assert_eq!(info.count_total, 0, "{info:?}");
+    assert_eq!(same_list, N, "every stage works in the source's own list");
+}
+
+#[test]
+fn fast_006_from_iter_reuses_the_list_a_consumer_dropped() {
+    // The usual loop drops each batch before it pulls the next: from the
+    // second batch on, the source takes that batch's list back instead of
+    // allocating one.
+    let chunks: Vec<Bytes> = (0..10_000).map(|_| Bytes::from_static(b"chunk")).collect();
+    let mut p = pull(
+        weir_stream::from_iter(chunks),
+        weir_stream::map_chunks(|c| c),
+    );
+    let _ = poll(&mut p);
+    let mut batches = 0;
+    let info = measure(|| {
+        while let Poll::Ready(Some(Ok(batch))) = poll(&mut p) {
+            assert_eq!(
+                batch.len(),
+                Batch::MAX_CHUNKS.min(10_000 - 128 * (batches + 1))
+            );
+            batches += 1;
+            drop(batch);
+        }
+    });
+    assert!(batches >= 70, "{batches}");
+    assert_eq!(info.count_total, 0, "{batches} batches: {info:?}");
+}

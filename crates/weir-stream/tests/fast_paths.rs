@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use weir_stream::adapt::into_bytes_stream;
 use weir_stream::body::SourceBody;
 use weir_stream::stateful::{AsyncTransform, async_fn};
-use weir_stream::sync_pull::pull_sync;
+use weir_stream::sync_pull::pull_sync_batches;
 use weir_stream::{
     Batch, BatchResult, Source, SourceExt, StreamError, Transform, TransformExt, pull, transform_fn,
 };
@@ -405,7 +405,7 @@ async fn fast_002_flush_output_is_not_lost_when_the_end_comes_late_on_any_path()
     }
     assert_eq!(got, expect.as_bytes(), "bytes stream");
 
-    let sync: String = pull_sync([Ok(Batch::one("a")), Ok(Batch::one("b"))], flush_three())
+    let sync: String = pull_sync_batches([Ok(Batch::one("a")), Ok(Batch::one("b"))], flush_three())
         .map(|b| text(&b.expect("ok")))
         .collect();
     assert_eq!(sync, expect, "sync");

@@ -69,7 +69,7 @@ impl Source for Items {
 
 fn block(hwm: usize) -> ShareOptions {
     ShareOptions {
-        hwm,
+        hwm_chunks: hwm,
         policy: Backpressure::Block,
         ..ShareOptions::default()
     }

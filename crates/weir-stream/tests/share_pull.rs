@@ -161,7 +161,7 @@ fn next_text<S: Source + Unpin>(source: &mut S) -> String {
 
 fn opts(hwm: usize, policy: Backpressure) -> ShareOptions {
     ShareOptions {
-        hwm,
+        hwm_chunks: hwm,
         policy,
         ..ShareOptions::default()
     }
@@ -256,9 +256,10 @@ fn share_003_every_consumer_sees_every_batch_with_the_same_buffers() {
 }
 
 #[test]
-fn share_003_the_last_reader_takes_the_batch_without_a_copy() {
-    // The cost rule: the last cursor to leave an entry gets the source's own
-    // batch (same vector), the others a clone.
+fn share_003_no_reader_copies_the_batch() {
+    // The cost rule: every reader sees the source's own list of chunks; the
+    // first shares it, the last takes it, and once the first is done with
+    // its batch the last holds it alone and takes the chunks by move.
     let batch = Batch::from(vec![Bytes::from_static(b"x"), Bytes::from_static(b"y")]);
     let vec_ptr = batch.chunks().as_ptr();
     let gate = Gate::default();
@@ -272,8 +273,11 @@ fn share_003_the_last_reader_takes_the_batch_without_a_copy() {
     let Poll::Ready(Some(Ok(last))) = poll_now(&mut b) else {
         panic!("no batch")
     };
-    assert_ne!(first.chunks().as_ptr(), vec_ptr, "the first reader clones");
-    assert_eq!(last.chunks().as_ptr(), vec_ptr, "the last reader moves");
+    assert_eq!(first.chunks().as_ptr(), vec_ptr, "the first reader shares");
+    assert_eq!(last.chunks().as_ptr(), vec_ptr, "the last reader too");
+    drop(first);
+    let chunks = last.into_chunks();
+    assert_eq!(chunks.as_ptr(), vec_ptr, "the last holder takes the list");
 }
 
 #[test]
@@ -727,12 +731,12 @@ fn secondary_never_slows_primaries_and_is_detached_when_it_lags() {
     assert_eq!(sh.buffer_size(), 0, "its cursor no longer holds the ring");
     assert!(matches!(
         poll_now(&mut cache),
-        Poll::Ready(Some(Err(StreamError::Lagged { hwm: 2 })))
+        Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 2, .. })))
     ));
     assert!(
         matches!(
             poll_now(&mut cache),
-            Poll::Ready(Some(Err(StreamError::Lagged { hwm: 2 })))
+            Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 2, .. })))
         ),
         "sticky"
     );
@@ -807,7 +811,7 @@ fn secondary_lag_aborts_its_pipeline() {
     assert_eq!(next_text(&mut client), "c1");
     assert!(matches!(
         poll_now(&mut cache),
-        Poll::Ready(Some(Err(StreamError::Lagged { hwm: 1 })))
+        Poll::Ready(Some(Err(StreamError::Lagged { hwm_chunks: 1, .. })))
     ));
     assert_eq!(
         aborts.0.load(Ordering::SeqCst),
@@ -835,4 +839,125 @@ fn share_is_send_and_sync_for_send_sources() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Share<GateSource>>();
     assert_send_sync::<weir_stream::share::Consumer<GateSource>>();
+}
+
+// ---------------------------------------------------------------------------
+// High-water marks in chunks and bytes, the default policy (issue 14)
+// ---------------------------------------------------------------------------
+
+/// A source of `n` batches of `per_batch` chunks of `size` bytes each.
+fn big_batches(n: usize, per_batch: usize, size: usize) -> impl Source + Unpin + Send + 'static {
+    weir_stream::adapt::from_results((0..n).map(move |i| {
+        Ok((0..per_batch)
+            .map(|_| Bytes::from(vec![i as u8; size]))
+            .collect::<Batch>())
+    }))
+}
+
+#[test]
+fn share_hwm_counts_chunks_not_batches() {
+    // 128-chunk batches: a mark of 200 chunks is full after two of them,
+    // where a mark counted in batches would have admitted 200 × 128 chunks.
+    let sh = share(
+        big_batches(10, 128, 1),
+        ShareOptions {
+            hwm_chunks: 200,
+            policy: Backpressure::Strict,
+            ..ShareOptions::default()
+        },
+    );
+    let mut fast = sh.pull();
+    let _slow = sh.pull();
+    assert!(matches!(poll_now(&mut fast), Poll::Ready(Some(Ok(_)))));
+    assert!(matches!(poll_now(&mut fast), Poll::Ready(Some(Ok(_)))));
+    assert!(matches!(
+        poll_now(&mut fast),
+        Poll::Ready(Some(Err(StreamError::BufferFull)))
+    ));
+    assert_eq!(sh.buffered_chunks(), 256);
+}
+
+#[test]
+fn share_hwm_counts_bytes() {
+    // 64 KiB batches, a 100 KiB mark: full after two batches, whatever the
+    // chunk count, and never more than the mark plus one batch held.
+    let sh = share(
+        big_batches(10, 4, 16 * 1024),
+        ShareOptions {
+            hwm_bytes: 100 * 1024,
+            policy: Backpressure::Strict,
+            ..ShareOptions::default()
+        },
+    );
+    let mut fast = sh.pull();
+    let mut slow = sh.pull();
+    let mut read = 0;
+    while let Poll::Ready(Some(Ok(_))) = poll_now(&mut fast) {
+        read += 1;
+        assert!(sh.buffered_bytes() <= 100 * 1024 + 64 * 1024);
+    }
+    assert_eq!(read, 2);
+    assert_eq!(sh.buffered_bytes(), 128 * 1024);
+    // The slow one moves on: room again.
+    assert!(matches!(poll_now(&mut slow), Poll::Ready(Some(Ok(_)))));
+    assert!(matches!(poll_now(&mut fast), Poll::Ready(Some(Ok(_)))));
+}
+
+#[tokio::test]
+async fn share_default_policy_lets_two_plain_consumer_loops_read_everything() {
+    // The natural code: two tasks, each `while let Some(b) = next_batch()`,
+    // one much slower, over far more than the marks. No `BufferFull`, every
+    // byte to both, and the ring stays within its marks plus one batch.
+    let sh = Arc::new(share(big_batches(200, 16, 1024), ShareOptions::default()));
+    let (mut a, mut b) = (sh.pull(), sh.pull());
+    let watch = sh.clone();
+    let fast = tokio::spawn(async move {
+        let mut bytes = 0;
+        while let Some(batch) = a.next_batch().await {
+            bytes += batch.expect("no error under the default policy").byte_len();
+            assert!(watch.buffered_bytes() <= 1024 * 1024 + 16 * 1024);
+        }
+        bytes
+    });
+    let slow = tokio::spawn(async move {
+        let mut bytes = 0;
+        while let Some(batch) = b.next_batch().await {
+            bytes += batch.expect("no error under the default policy").byte_len();
+            tokio::task::yield_now().await;
+        }
+        bytes
+    });
+    let (fast, slow) = within(async { (fast.await, slow.await) }).await;
+    assert_eq!(fast.expect("fast"), 200 * 16 * 1024);
+    assert_eq!(slow.expect("slow"), 200 * 16 * 1024);
+    assert_eq!(ShareOptions::default().policy, Backpressure::Block);
+}
+
+#[test]
+fn secondary_is_detached_past_the_byte_mark_not_before() {
+    let sh = share(
+        big_batches(10, 1, 10_000),
+        ShareOptions {
+            hwm_bytes: 35_000,
+            ..ShareOptions::default()
+        },
+    );
+    let mut primary = sh.pull();
+    let mut cache = sh.consumer(ConsumerOptions::secondary());
+    // Three batches (30,000 bytes) behind: still attached.
+    for _ in 0..3 {
+        assert!(matches!(poll_now(&mut primary), Poll::Ready(Some(Ok(_)))));
+    }
+    assert!(matches!(poll_now(&mut cache), Poll::Ready(Some(Ok(_)))));
+    // Five more: past 35,000 bytes behind the newest, detached.
+    for _ in 0..5 {
+        assert!(matches!(poll_now(&mut primary), Poll::Ready(Some(Ok(_)))));
+    }
+    assert!(matches!(
+        poll_now(&mut cache),
+        Poll::Ready(Some(Err(StreamError::Lagged {
+            hwm_bytes: 35_000,
+            ..
+        })))
+    ));
 }

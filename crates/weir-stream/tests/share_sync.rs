@@ -22,7 +22,7 @@ fn text(item: Option<BatchResult>) -> String {
 
 fn opts(hwm: usize, policy: Backpressure) -> ShareOptions {
     ShareOptions {
-        hwm,
+        hwm_chunks: hwm,
         policy,
         ..ShareOptions::default()
     }
@@ -127,6 +127,6 @@ fn share_016_sync_secondary_is_detached_when_it_lags() {
     assert_eq!(got, ["c0", "c1", "c2"]);
     assert!(matches!(
         cache.next(),
-        Some(Err(StreamError::Lagged { hwm: 1 }))
+        Some(Err(StreamError::Lagged { hwm_chunks: 1, .. }))
     ));
 }

@@ -23,7 +23,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, criterion_group, criterion_main};
 use rmpv::Value;
 use weir_stream::consume::{ConsumeOptions, bytes_sync};
-use weir_stream::{Batch, BatchResult, Transform, TransformExt, coalesce, pull_sync};
+use weir_stream::{Batch, BatchResult, Transform, TransformExt, coalesce, pull_sync_batches};
 use weir_transform::msgpack::{MsgpackJsonSettings, MsgpackToJsonLines, NaiveMsgpackToJsonLines};
 
 /// What a socket read typically hands over.
@@ -192,7 +192,7 @@ impl<T: Transform> Case<'_, T> {
     /// The whole output, for the check.
     fn output(&self) -> Bytes {
         bytes_sync(
-            pull_sync(source(self.chunks), (self.stage)()),
+            pull_sync_batches(source(self.chunks), (self.stage)()),
             ConsumeOptions::new(),
         )
         .expect("the stage failed")
@@ -200,7 +200,7 @@ impl<T: Transform> Case<'_, T> {
 
     /// The timed run: output bytes, counted as they come.
     fn run(&self) -> usize {
-        pull_sync(source(self.chunks), (self.stage)())
+        pull_sync_batches(source(self.chunks), (self.stage)())
             .map(|b| b.expect("the stage failed").byte_len())
             .sum()
     }
@@ -307,7 +307,7 @@ fn msgpack(c: &mut Criterion) {
 
     // coalesce(8 KiB, 64 KiB) holds back only chunks shorter than 8 KiB:
     // socket-sized chunks pass as they are, so b1 is a with one more stage.
-    let passed = pull_sync(source(&array_8k), coalesce(8 * 1024, 64 * 1024))
+    let passed = pull_sync_batches(source(&array_8k), coalesce(8 * 1024, 64 * 1024))
         .map(|b| b.expect("coalesce").len())
         .sum::<usize>();
     assert_eq!(passed, array_8k.len());

@@ -6,7 +6,7 @@ mod compress_common;
 use bytes::Bytes;
 use compress_common::{ALL, StreamDecoder, append, decode, random, text};
 use weir_stream::consume::{ConsumeOptions, bytes_sync};
-use weir_stream::{Batch, StreamError, Transform, pull_sync};
+use weir_stream::{Batch, StreamError, Transform, pull_sync_batches};
 use weir_transform::coding::Coding;
 use weir_transform::compress::{CompressError, CompressSettings, Compressor};
 
@@ -25,7 +25,7 @@ fn compress(coding: Coding, settings: &CompressSettings, body: &[u8], chunk: usi
         .chunks(4)
         .map(|group| Ok(group.iter().cloned().collect::<Batch>()))
         .collect();
-    let pipeline = pull_sync(batches, Compressor::new(coding, settings));
+    let pipeline = pull_sync_batches(batches, Compressor::new(coding, settings));
     bytes_sync(pipeline, ConsumeOptions::new())
         .unwrap()
         .to_vec()

@@ -466,9 +466,11 @@ fn runs_in_a_pipeline() {
     let source = split(b"<html><head></head><body>hello</body></html>", 4)
         .into_iter()
         .map(|c| Ok(Batch::one(c)));
-    let out =
-        weir_stream::consume::bytes_sync(weir_stream::pull_sync(source, stage), Default::default())
-            .unwrap();
+    let out = weir_stream::consume::bytes_sync(
+        weir_stream::pull_sync_batches(source, stage),
+        Default::default(),
+    )
+    .unwrap();
     assert_eq!(
         &out[..],
         b"<html><head><HEAD-SNIPPET></head><body>hello<BODY-SNIPPET></body></html>"

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use weir_stream::consume::{ConsumeOptions, bytes_sync};
-use weir_stream::{Batch, BatchResult, StreamError, Transform, pull_sync};
+use weir_stream::{Batch, BatchResult, StreamError, Transform, pull_sync_batches};
 use weir_transform::msgpack::{
     MsgpackJsonError, MsgpackJsonSettings, MsgpackToJsonLines, NaiveMsgpackToJsonLines,
 };
@@ -14,7 +14,7 @@ fn run<T: Transform>(stage: T, input: &[u8], chunk: usize) -> Result<Vec<u8>, St
         .chunks(chunk.max(1))
         .map(|c| Ok(Batch::one(Bytes::copy_from_slice(c))))
         .collect();
-    Ok(bytes_sync(pull_sync(batches, stage), ConsumeOptions::new())?.to_vec())
+    Ok(bytes_sync(pull_sync_batches(batches, stage), ConsumeOptions::new())?.to_vec())
 }
 
 /// Which decoder.
@@ -257,7 +257,7 @@ fn the_default_depth_is_256_and_fits_a_2_mib_stack() {
 #[test]
 fn an_error_is_typed_when_the_stage_runs_in_a_pipeline() {
     let batches: Vec<BatchResult> = vec![Ok(Batch::one(&[0x01, 0x92][..]))];
-    let mut pipeline = pull_sync(batches, MsgpackToJsonLines::new(defaults()));
+    let mut pipeline = pull_sync_batches(batches, MsgpackToJsonLines::new(defaults()));
     assert_eq!(
         pipeline.next().unwrap().unwrap().chunks(),
         [Bytes::from_static(b"1\n")]

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use rmpv::Value;
 use serde_json::{Value as Json, json};
 use weir_stream::consume::{ConsumeOptions, bytes_sync};
-use weir_stream::{Batch, BatchResult, StreamError, Transform, pull_sync};
+use weir_stream::{Batch, BatchResult, StreamError, Transform, pull_sync_batches};
 use weir_transform::msgpack::{MsgpackJsonSettings, MsgpackToJsonLines, NaiveMsgpackToJsonLines};
 
 /// Runs `stage` over `input` cut into chunks of `chunk` bytes, one chunk per batch.
@@ -14,7 +14,7 @@ fn run<T: Transform>(stage: T, input: &[u8], chunk: usize) -> Result<Vec<u8>, St
         .chunks(chunk.max(1))
         .map(|c| Ok(Batch::one(Bytes::copy_from_slice(c))))
         .collect();
-    Ok(bytes_sync(pull_sync(batches, stage), ConsumeOptions::new())?.to_vec())
+    Ok(bytes_sync(pull_sync_batches(batches, stage), ConsumeOptions::new())?.to_vec())
 }
 
 fn incremental(input: &[u8], chunk: usize) -> Result<Vec<u8>, StreamError> {

@@ -21,7 +21,12 @@ pub type ResponseBody =
     SourceBody<Pipeline<ResponseSource, Chain<Chain<BodyLog, ResponseChain>, ResponseLog>>>;
 
 /// Where a response body comes from.
+///
+/// The upstream's body is the large variant and the common one: boxing it
+/// would cost an allocation per response to save stack space in the rare
+/// ones.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum ResponseSource {
     /// The upstream's body.
     Upstream(UpstreamBody),

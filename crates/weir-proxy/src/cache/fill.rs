@@ -30,7 +30,8 @@ const CHUNKS_PER_BATCH: usize = 64;
 /// Why a fill was abandoned; what readers of an abandoned buffer fail with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Abandoned {
-    /// The cache writer fell more than `fill_hwm` batches behind the client.
+    /// The cache writer fell more than `fill_hwm` chunks (or `max_object_bytes`
+    /// bytes) behind the client.
     #[error("cache fill abandoned: the writer lagged behind the client")]
     Lagged,
     /// The body is larger than `max_object_bytes`.
@@ -318,15 +319,20 @@ impl Source for CacheSource {
 
 /// Tees `body` into a new fill: returns the client's source, the buffer
 /// collapsed requests read, and the writer's consumer.
+///
+/// The writer may fall `hwm_chunks` chunks or `hwm_bytes` bytes behind the
+/// client before it is detached and the fill abandoned.
 pub(crate) fn tee<S: Source + Unpin>(
     body: S,
-    hwm: usize,
+    hwm_chunks: usize,
+    hwm_bytes: u64,
     fill_on_client_abort: bool,
 ) -> (Primary<S>, Arc<FillBuf>, Writer<S>) {
     let share = Arc::new(weir_stream::share(
         body,
         weir_stream::ShareOptions {
-            hwm,
+            hwm_chunks,
+            hwm_bytes: usize::try_from(hwm_bytes).unwrap_or(usize::MAX),
             ..weir_stream::ShareOptions::default()
         },
     ));
@@ -401,7 +407,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_never_polled_does_not_slow_the_client_and_stores_nothing() {
-        let (client, buf, writer) = tee(batches(1000, 1024), 4, false);
+        let (client, buf, writer) = tee(batches(1000, 1024), 512, u64::MAX, false);
         // The client reads everything while the writer sleeps.
         let body = consume::bytes(client, consume::ConsumeOptions::new())
             .await
@@ -415,7 +421,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_keeping_up_gets_the_identical_body() {
-        let (client, _buf, writer) = tee(batches(200, 1000), 4, false);
+        let (client, _buf, writer) = tee(batches(200, 1000), 512, u64::MAX, false);
         let w = tokio::spawn(writer.run(u64::MAX));
         let body = consume::bytes(client, consume::ConsumeOptions::new())
             .await
@@ -426,7 +432,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_abandoned() {
-        let (client, buf, writer) = tee(batches(50, 1000), 64, false);
+        let (client, buf, writer) = tee(batches(50, 1000), 64, u64::MAX, false);
         let w = tokio::spawn(writer.run(10_000));
         let body = consume::bytes(client, consume::ConsumeOptions::new())
             .await
@@ -439,7 +445,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_gone_abandons_unless_configured() {
         for keep in [false, true] {
-            let (mut client, _buf, writer) = tee(batches(100, 10), 4, keep);
+            let (mut client, _buf, writer) = tee(batches(100, 10), 512, u64::MAX, keep);
             let first = client.next_batch().await;
             assert!(matches!(first, Some(Ok(_))));
             drop(client);

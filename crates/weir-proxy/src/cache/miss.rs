@@ -24,8 +24,10 @@ pub struct Fill {
     pub(super) leader: Leader,
 }
 
-/// What [`Fill::start`] made of the upstream body.
+/// What [`Fill::start`] made of the upstream body. (`Pass` is the large
+/// variant and the common one: not boxed, see `ResponseSource`.)
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum FillStart {
     /// Forward the upstream body as it came (`None`: the response has
     /// none): it is not stored, or it was empty and is stored already.
@@ -120,6 +122,8 @@ impl Fill {
         let (client, buf, writer) = fill::tee(
             body,
             cache.settings.fill_hwm,
+            // The writer never needs more than one object's worth.
+            max,
             cache.settings.fill_on_client_abort || detached,
         );
         if length.is_some() {

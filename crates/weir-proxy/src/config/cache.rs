@@ -6,7 +6,7 @@ use super::error::{ConfigError, Errors};
 use super::raw::RawCache;
 use super::types::CacheSettings;
 
-/// Largest `fill_hwm`, in batches.
+/// Largest `fill_hwm`, in chunks.
 const MAX_FILL_HWM: usize = 4096;
 
 /// `[cache]`, checked: `max_bytes` at least 1, `max_object_bytes` in

@@ -6,7 +6,7 @@ use super::error::{ConfigError, Errors};
 use super::raw::RawRoute;
 use super::types::{BodyLogSpec, MirrorSpec, Upstream};
 
-/// Largest mirror `hwm`, in batches.
+/// Largest mirror `hwm`, in chunks.
 const MAX_MIRROR_HWM: usize = 1024;
 
 /// `[route.mirror]`, checked: the upstream exists and is not the route's own.

@@ -52,7 +52,7 @@ pub struct CacheSettings {
     /// Largest body stored, in bytes (`max_object_bytes`, default 8 MiB,
     /// 1..=`max_bytes`); a larger body is streamed to the client and not stored.
     pub max_object_bytes: u64,
-    /// How far, in batches, the cache writer may fall behind the client
+    /// How far, in chunks, the cache writer may fall behind the client
     /// before the fill is abandoned (`fill_hwm`, default 64, 1..=4096).
     pub fill_hwm: usize,
     /// How long a request waits for another request's in-flight fill of the
@@ -481,14 +481,14 @@ pub enum TemplateDetect {
 /// away. Its request body is a *secondary* branch of the client's body
 /// (weir-stream `share()`): it never slows the primary request, and it is
 /// detached (the mirror request aborted) if it falls more than `hwm`
-/// batches behind.
+/// chunks (or 1 MiB) behind.
 #[derive(Debug, Clone)]
 pub struct MirrorSpec {
     /// Index into [`Config::upstreams`] of the shadow upstream.
     pub upstream: usize,
     /// Whole-exchange deadline for one mirror request (`timeout`, default 5 s).
     pub timeout: Duration,
-    /// How far, in batches, the mirror's body may fall behind the primary's
+    /// How far, in chunks, the mirror's body may fall behind the primary's
     /// before it is detached (`hwm`, default 16, 1..=1024).
     pub hwm: usize,
     /// Mirror requests in flight at once for this route; beyond it,

@@ -43,12 +43,12 @@ pub(crate) fn admit<'p>(proxy: &'p Proxy, route: &Route) -> Option<Admitted<'p>>
 impl Admitted<'_> {
     /// Shares the client's body between the upstream request (the primary
     /// consumer, returned) and the copy (a secondary one that is detached
-    /// when it falls `hwm` batches behind).
+    /// when it falls `hwm` chunks or 1 MiB behind).
     pub(crate) fn split(&mut self, client: ClientBody) -> RequestSource {
         let shared = share(
             client,
             ShareOptions {
-                hwm: self.mirror.spec.hwm,
+                hwm_chunks: self.mirror.spec.hwm,
                 ..ShareOptions::default()
             },
         );

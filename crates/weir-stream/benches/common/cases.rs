@@ -10,6 +10,7 @@ pub mod churn;
 mod consume;
 mod merge;
 mod multi;
+pub mod natural;
 mod pipe;
 mod push;
 
@@ -21,7 +22,8 @@ use futures_core::Stream;
 use futures_util::{StreamExt, stream};
 use weir_stream::stateful::async_fn;
 use weir_stream::{
-    Batch, SourceExt, Transform, TransformExt, coalesce, from_iter, pull, pull_sync, transform_fn,
+    Batch, SourceExt, Transform, TransformExt, coalesce, from_iter, pull, pull_sync_batches,
+    transform_fn,
 };
 
 pub use churn::b12;
@@ -110,7 +112,7 @@ where
     })
 }
 
-/// Adds `pull_sync/b1` and `pull_sync/b128`: `pull_sync(batches, make())`
+/// Adds `pull_sync/b1` and `pull_sync/b128`: `pull_sync_batches(batches, make())`
 /// iterated on the bench thread, no runtime.
 pub fn with_pull_sync<K, T, F>(case: Case, prefix: &str, make: F) -> Case
 where
@@ -120,10 +122,10 @@ where
 {
     let m1 = make.clone();
     case.core(&format!("{prefix}/b1"), move |v| {
-        pull_sync_drain::<K, _>(pull_sync(batches(v, 1), m1()))
+        pull_sync_drain::<K, _>(pull_sync_batches(batches(v, 1), m1()))
     })
     .core(&format!("{prefix}/b128"), move |v| {
-        pull_sync_drain::<K, _>(pull_sync(batches(v, 128), make()))
+        pull_sync_drain::<K, _>(pull_sync_batches(batches(v, 128), make()))
     })
 }
 

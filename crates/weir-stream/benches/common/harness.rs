@@ -533,3 +533,49 @@ pub fn json(results: &[PairedCase], rounds: usize) -> String {
     s.push_str("  ]\n}\n");
     s
 }
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The main of a paired bench binary: filters `cases` by the command line
+/// and `WEIR_CONTENDERS`; under `cargo test --benches`, runs each contender
+/// once (smoke); under `cargo bench`, runs the interleaved rounds
+/// (`WEIR_PAIRED_ROUNDS`, default 9; `WEIR_PAIRED_MS` per contender per
+/// round, default 30), prints markdown and writes
+/// `target/weir-bench/<json_name>`.
+pub fn paired_main(cases: Vec<Case>, json_name: &str) {
+    let selected = select_contenders(select(cases, &filters()));
+    if std::env::args().any(|a| a == "--list") {
+        for c in &selected {
+            println!("{}: benchmark", c.id);
+        }
+        return;
+    }
+    if !bench_mode() {
+        smoke(&selected);
+        return;
+    }
+    let rounds = env_num("WEIR_PAIRED_ROUNDS", 9).max(1);
+    let slice = Duration::from_millis(env_num("WEIR_PAIRED_MS", 30) as u64);
+    let mut results = Vec::new();
+    for case in &selected {
+        let r = paired_case(case, rounds, slice);
+        eprintln!("paired: {} done", r.id);
+        for line in markdown(std::slice::from_ref(&r)).lines().skip(2) {
+            println!("{line}");
+        }
+        results.push(r);
+    }
+    println!("\n{}", markdown(&results));
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/weir-bench");
+    let path = format!("{dir}/{json_name}");
+    match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, json(&results, rounds)))
+    {
+        Ok(()) => println!("wrote {path}"),
+        Err(e) => eprintln!("could not write {path}: {e}"),
+    }
+}

@@ -47,11 +47,11 @@ pub fn run(full: bool) -> Vec<Report> {
 
     // Share × 2, sustained, owned chunks, one consumer slower than the other.
     let hwm = 16;
-    let name = format!("share×2 sustained {mb} MB, block hwm {hwm}");
+    let name = format!("share×2 sustained {mb} MB, block hwm {hwm} chunks");
     let (cost, ((t1, m1), (t2, m2))) = measure_raw(|| {
         rt::multi().block_on(async move {
             let opts = ShareOptions {
-                hwm,
+                hwm_chunks: hwm,
                 policy: Backpressure::Block,
                 ..ShareOptions::default()
             };
@@ -83,13 +83,13 @@ pub fn run(full: bool) -> Vec<Report> {
 
     // A stalled secondary: never polled while the primary reads everything.
     let hwm = 16;
-    let name = format!("share, secondary stalls, {mb} MB, strict hwm {hwm}");
+    let name = format!("share, secondary stalls, {mb} MB, hwm {hwm} chunks");
     let (cost, (t, most, lagged)) = measure_raw(|| {
         on_current(async move {
             let s = Arc::new(share(
                 lazy(n, CHUNK, true, 1),
                 ShareOptions {
-                    hwm,
+                    hwm_chunks: hwm,
                     ..ShareOptions::default()
                 },
             ));
@@ -106,14 +106,14 @@ pub fn run(full: bool) -> Vec<Report> {
         "{name}: the ring held {most} > hwm {hwm} entries"
     );
     assert!(
-        matches!(lagged, Some(Err(StreamError::Lagged { hwm: h })) if h == hwm),
+        matches!(lagged, Some(Err(StreamError::Lagged { hwm_chunks: h, .. })) if h == hwm),
         "{name}: the stalled secondary got {lagged:?}, not Lagged"
     );
     reports.push(
         Report::new(name, n, cost)
             .bounded((hwm + 2) * CHUNK + allowance(hwm))
             .note(format!(
-                "ring ≤ {most} entries; then the secondary got Lagged {{ hwm: {hwm} }}"
+                "ring ≤ {most} entries; then the secondary got Lagged {{ hwm_chunks: {hwm} }}"
             )),
     );
 

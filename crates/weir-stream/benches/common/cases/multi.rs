@@ -23,7 +23,7 @@ use crate::common::stages::{KEYS, Op, Xor};
 
 fn share_options(hwm: usize) -> ShareOptions {
     ShareOptions {
-        hwm,
+        hwm_chunks: hwm,
         policy: Backpressure::Block,
         ..ShareOptions::default()
     }

@@ -7,7 +7,7 @@
 //! a `while let` loop) and (b) (source task → mpsc → sink task).
 
 use weir_stream::pipe::{PipeOptions, pipe_to, pipe_to_sync};
-use weir_stream::pull_sync;
+use weir_stream::pull_sync_batches;
 
 use super::{expect, on_current, with_a, with_b};
 use crate::common::check::Count;
@@ -47,8 +47,12 @@ pub fn b06_pipe_to() -> Vec<Case> {
     for n in [1usize, 128] {
         case = case.core(&format!("pipe_to_sync/b{n}"), move |v| {
             let mut sink = SyncSink::<Count>::default();
-            pipe_to_sync(pull_sync(batches(v, n), ()), &mut sink, PipeOptions::new())
-                .expect("a bench sync pipe failed");
+            pipe_to_sync(
+                pull_sync_batches(batches(v, n), ()),
+                &mut sink,
+                PipeOptions::new(),
+            )
+            .expect("a bench sync pipe failed");
             sink.tally
         });
     }
