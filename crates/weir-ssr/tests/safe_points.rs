@@ -36,14 +36,17 @@ use weir_ssr::{ComposeSettings, Page, compose};
 
 /// `&no` then a fragment starting with `t` is `&not` (¬) in order: a
 /// piece sent between them would leave `&no` as text.
-const TEXTS: [&str; 7] = [
+// No text ends in "&no" here: before an async include that would be
+// inherently different from the in-order page, whatever Weir does ("&no" +
+// placeholder + "t mark" can never parse as "&not"). `Node::Reference`
+// covers that ending before an in-order include, where it matters.
+const TEXTS: [&str; 6] = [
     "hello ",
     "a &amp; b ",
     "x &lt; y",
     "\n",
     "fish&chips ",
     "T&amp",
-    "&no",
 ];
 const RAWS: [&str; 8] = [
     "<!-- c <b> -->",
