@@ -18,10 +18,11 @@
 //! | a pull chain of sync stages, fused into one poll loop | [`pull`], [`TransformExt::then`], [`Pipeline`] | PULL, FAST |
 //! | a per-chunk stage, in place | [`map_chunks`], [`filter_map_chunks`], [`filter_chunks`], [`try_map_chunks`] ([`map`](mod@map)) | FAST-006 |
 //! | a stage that drives its upstream itself, or awaits | [`stateful`] ([`StatefulTransform`], [`AsyncTransform`]) | PULL-020/030/033 |
-//! | the same rules with no async at all | [`pull_sync`] ([`sync_pull`]) | PULL-060 |
+//! | the same rules with no async at all, over chunks | [`pull_sync`] ([`sync_pull`]) | PULL-060 |
+//! | how large a batch a source builds | [`BatchLimits`] (128 chunks, 32 KiB by default) | CORE-004 |
 //! | gather small chunks, emit early when the upstream idles | [`coalesce()`](mod@coalesce) | — |
 //! | a producer that writes, with a buffer and a policy | [`push()`](mod@push) ([`Writer`], [`Readable`]) | PUSH |
-//! | one body to several consumers, pulled | [`share()`](mod@share) ([`Share`]), secondary consumers that detach on lag | SHARE |
+//! | one body to several consumers, pulled | [`share()`](mod@share) ([`Share`]): marks in chunks and bytes, `block` by default, no copy per reader, secondary consumers that detach on lag | SHARE |
 //! | one writer to several consumers, pushed | [`broadcast()`](mod@broadcast) ([`Broadcast`]) | BCAST |
 //! | drain into a sink with a sync fast path | [`pipe_to`], [`Sink`] | PIPE |
 //! | collect with a byte limit | [`consume`] (`bytes`, `text`, `array`) | CONS |
@@ -41,7 +42,9 @@
 //! - building a pipeline polls nothing and calls nothing (PULL-001);
 //! - one consumer poll pulls only what one output batch needs (PULL-002);
 //! - pipelines never yield an empty batch (CORE-001);
-//! - chunks are moved, never copied (CORE-002);
+//! - chunks are moved, never copied (CORE-002), and a batch's list of
+//!   chunks is reused: stages work in it in place, share readers share it,
+//!   and a dropped batch gives it back to the next one built on its thread;
 //! - every transform gets exactly one flush on normal completion (PULL-031),
 //!   and an abort with the reason instead on error or early stop (PULL-032);
 //! - errors are sticky and keep their identity (CORE-006); after the end,

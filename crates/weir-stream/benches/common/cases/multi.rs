@@ -4,8 +4,8 @@
 //! feeding two mpsc channels and `tokio::sync::broadcast`. A case's tally
 //! is both consumers' tallies added up.
 //!
-//! Shares use the `block` policy: under `strict` (the default) a consumer
-//! that runs ahead gets `BufferFull` and would have to retry.
+//! Shares use the `block` policy (the default): a consumer that runs ahead
+//! waits for the slowest.
 
 use bytes::Bytes;
 use weir_stream::broadcast::{BroadcastOptions, broadcast};
@@ -21,9 +21,13 @@ use crate::common::input::{Input, shape};
 use crate::common::source::chunks;
 use crate::common::stages::{KEYS, Op, Xor};
 
+/// The cases' marks are counted in chunks (as the seeds count entries of
+/// one chunk each); no byte mark: the sequential case holds the whole
+/// stream.
 fn share_options(hwm: usize) -> ShareOptions {
     ShareOptions {
         hwm_chunks: hwm,
+        hwm_bytes: usize::MAX,
         policy: Backpressure::Block,
         ..ShareOptions::default()
     }

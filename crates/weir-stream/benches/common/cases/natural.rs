@@ -37,7 +37,7 @@ use crate::common::stages::{KEY, Op};
 
 /// Every natural-code case (`benches/natural.rs`).
 pub fn all() -> Vec<Case> {
-    [n01(), n02(), n03(), n04(), n05(), n06()]
+    [n01(), n01_made(), n02(), n03(), n04(), n05(), n06()]
         .into_iter()
         .flatten()
         .collect()
@@ -125,6 +125,48 @@ pub fn n01() -> Vec<Case> {
             with_b::<Count>(case, &[])
         })
         .collect()
+}
+
+/// Chunk `i` of the made source: a zero-copy slice of a small, hot pool.
+#[inline]
+fn made(pool: &Bytes, i: usize) -> Bytes {
+    let off = (i * 64) % 4096;
+    pool.slice(off..off + 1024)
+}
+
+/// No stage, over a source that makes its chunks as it is pulled (a
+/// socket's pace, hot in the cache), instead of a list built beforehand
+/// (which the timed loop reads from memory, cold).
+pub fn n01_made() -> Vec<Case> {
+    let count = 20_000;
+    let input = Input::shared(1024, count);
+    let e = Tally {
+        bytes: (count * 1024) as u64,
+        chunks: count as u64,
+        sum: 0,
+        xor: 0,
+    };
+    let pool = || Bytes::from(vec![7u8; 8192]);
+    let case = Case::new(format!("N01/made/{}", shape(1024, count)), input, e, true)
+        .core("weir/default", move |v| {
+            let p = pool();
+            on_current(drain::<Count, _>(from_iter(
+                (0..v.len()).map(|i| made(&p, i)),
+            )))
+        })
+        .core("weir/b1", move |v| {
+            let p = pool();
+            on_current(drain::<Count, _>(from_results(
+                (0..v.len()).map(|i| Ok(Batch::one(made(&p, i)))),
+            )))
+        })
+        .baseline("a/futures", move |v| {
+            let p = pool();
+            on_current(a_drain::<Count, _>(stream::iter(
+                (0..v.len()).map(|i| made(&p, i)),
+            )))
+        });
+    vec![case]
 }
 
 // ---- N02: identity stages ----
