@@ -380,17 +380,18 @@ impl Batch {
     /// Replaces each chunk with `f(chunk)`, in place: no allocation, and
     /// the chunk list is reused (copied only if shared, see
     /// [`Batch::chunks_mut`]).
-    #[inline]
+    #[inline(always)]
     pub fn map_chunks(self, mut f: impl FnMut(Bytes) -> Bytes) -> Batch {
-        // By value, not through `chunks_mut`: a one-chunk batch then stays
-        // in registers from the source to the consumer. Several chunks go
-        // out of line, keeping this small enough to inline everywhere.
-        match self.repr {
-            Repr::One(c) => Batch {
-                repr: Repr::One(f(c)),
-            },
-            repr => map_list(repr, f),
-        }
+        // By value: a one-chunk batch then stays in registers from the
+        // source to the consumer. A list goes out of line by its parts
+        // only, so the batch itself never has to be spilled to the stack
+        // (every later move of a spilled batch waits on those stores).
+        let repr = match self.repr {
+            Repr::One(c) => Repr::One(f(c)),
+            Repr::Many(v) => Repr::Many(map_vec(v.into_vec(), f)),
+            Repr::Shared(list) => Repr::Many(map_shared(list, f)),
+        };
+        Batch { repr }
     }
 
     /// Keeps the chunks for which `f` returns `Some`, replaced by what it
@@ -436,21 +437,21 @@ impl Batch {
     }
 }
 
-/// [`Batch::map_chunks`] for a list of chunks: `collect` over a `Vec`'s
-/// own iterator reuses its allocation.
+/// [`Batch::map_chunks`] over a list: `collect` over a `Vec`'s own
+/// iterator reuses its allocation.
 #[inline(never)]
-fn map_list(repr: Repr, f: impl FnMut(Bytes) -> Bytes) -> Batch {
-    let v = match repr {
-        Repr::One(c) => vec![c].into_iter().map(f).collect(),
-        Repr::Many(v) => v.into_vec().into_iter().map(f).collect(),
-        Repr::Shared(list) => match Arc::try_unwrap(list) {
-            Ok(v) => v.into_iter().map(f).collect(),
-            Err(list) => list.iter().cloned().map(f).collect(),
-        },
-    };
-    Batch {
-        repr: Repr::Many(List(v)),
-    }
+fn map_vec(v: Vec<Bytes>, f: impl FnMut(Bytes) -> Bytes) -> List {
+    List(v.into_iter().map(f).collect())
+}
+
+/// [`Batch::map_chunks`] over a shared list: taken if this is its last
+/// holder, else its chunks are cloned (reference counts) into a new one.
+#[inline(never)]
+fn map_shared(list: Arc<Vec<Bytes>>, f: impl FnMut(Bytes) -> Bytes) -> List {
+    List(match Arc::try_unwrap(list) {
+        Ok(v) => v.into_iter().map(f).collect(),
+        Err(list) => list.iter().cloned().map(f).collect(),
+    })
 }
 
 impl From<Vec<Bytes>> for Batch {

@@ -45,7 +45,10 @@ where
 
     #[inline(always)]
     fn transform(&mut self, input: Option<Batch>) -> Result<Option<Batch>, StreamError> {
-        Ok(input.map(|b| b.map_chunks(&mut self.f)))
+        match input {
+            Some(batch) => Ok(Some(batch.map_chunks(&mut self.f))),
+            None => Ok(None),
+        }
     }
 }
 

@@ -240,9 +240,13 @@ fn run<S: Source, T: Transform>(
     cx: &mut Context<'_>,
 ) -> Poll<Option<BatchResult>> {
     loop {
-        let Some(source) = this.source.as_mut().as_pin_mut() else {
-            // Only a pipeline that ended or failed has no source, and
-            // `gate` answers for those before `run` is called.
+        // Both taken before the poll: no path after it may drop the batch
+        // through out-of-line glue (see above).
+        let (Some(source), Some(transform)) =
+            (this.source.as_mut().as_pin_mut(), this.transform.as_mut())
+        else {
+            // Only a pipeline that ended or failed has neither, and `gate`
+            // answers for those before `run` is called.
             return Poll::Ready(None);
         };
         match source.poll_next_batch(cx) {
@@ -254,9 +258,6 @@ fn run<S: Source, T: Transform>(
                     .get_ref()
                     .as_ref()
                     .is_some_and(Source::is_end_stream);
-                let Some(transform) = this.transform.as_mut() else {
-                    return Poll::Ready(None);
-                };
                 if transform.holds_back() {
                     if at_end {
                         // The source knows it is done: flush in this same
