@@ -437,11 +437,16 @@ impl Batch {
     }
 }
 
-/// [`Batch::map_chunks`] over a list: `collect` over a `Vec`'s own
-/// iterator reuses its allocation.
+/// [`Batch::map_chunks`] over a list, in place: each chunk is taken out
+/// (an empty placeholder goes in) and its replacement written back; the
+/// placeholder owns nothing and is forgotten rather than dropped.
 #[inline(never)]
-fn map_vec(v: Vec<Bytes>, f: impl FnMut(Bytes) -> Bytes) -> List {
-    List(v.into_iter().map(f).collect())
+fn map_vec(mut v: Vec<Bytes>, mut f: impl FnMut(Bytes) -> Bytes) -> List {
+    for chunk in &mut v {
+        let new = f(std::mem::take(chunk));
+        std::mem::forget(std::mem::replace(chunk, new));
+    }
+    List(v)
 }
 
 /// [`Batch::map_chunks`] over a shared list: taken if this is its last
