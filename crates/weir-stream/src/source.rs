@@ -306,8 +306,9 @@ pub struct IterSource<I> {
 /// A source that yields the chunks of `iter`, gathered into batches of at
 /// most [`Batch::MAX_CHUNKS`] chunks and [`Batch::MAX_BYTES`] bytes
 /// (CORE-004; see [`BatchLimits`], and [`IterSource::batch_limits`] to set
-/// them). The iterator is advanced only when polled, and only for the
-/// chunks of one batch. Chunks convert without a copy (CORE-003).
+/// them); a chunk of half the byte limit or more goes in a batch of its
+/// own. The iterator is advanced only when polled, and only for the chunks
+/// of one batch. Chunks convert without a copy (CORE-003).
 pub fn from_iter<I>(iter: I) -> IterSource<I::IntoIter>
 where
     I: IntoIterator,
@@ -338,7 +339,11 @@ where
     pub(crate) fn next_batch_sync(&mut self) -> Option<Batch> {
         let first: Bytes = self.iter.next()?.into();
         let limits = self.limits;
-        let second = if limits.has_room(1, first.len()) {
+        // A chunk of half the byte limit or more travels alone: a list of
+        // two such chunks costs more than two one-chunk batches
+        // (benches/README.md, N01/N02 at 16 KiB), and batching them saves
+        // nothing an in-memory source could use.
+        let second = if limits.has_room(1, first.len().saturating_mul(2)) {
             self.iter.next()
         } else {
             None
