@@ -28,7 +28,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{MemFetcher, Script, context, template};
+use common::{MemFetcher, Script, context, template, untoken};
 use html5ever::tendril::TendrilSink as _;
 use markup5ever_rcdom::{Handle, NodeData, RcDom};
 use proptest::prelude::*;
@@ -247,7 +247,7 @@ async fn composed(scripts: &[(String, Script)], text: &str, stream: bool) -> Str
     let bytes = weir_stream::consume::bytes(body, weir_stream::consume::ConsumeOptions::new())
         .await
         .expect("page");
-    String::from_utf8(bytes.to_vec()).expect("utf-8")
+    untoken(std::str::from_utf8(&bytes).expect("utf-8"))
 }
 
 /// A parsed tree, owned, to rearrange as the mover scripts would.

@@ -181,6 +181,7 @@ async fn an_async_fragment_leaves_a_placeholder_and_arrives_before_body_end_with
     let site = site(&origin, template, "", "");
     let proxy = start_proxy(&site.config).await;
     let (_, _, body) = page(&proxy, "/").await;
+    let body = untoken(&body);
     let slot = body
         .find("<template id=\"weir-slot-0\"></template>")
         .expect("placeholder");
@@ -511,6 +512,7 @@ async fn the_demo_page_of_the_default_config_composes() {
         body.contains("Deals are taking a break."),
         "inline fallback of the timed-out fragment"
     );
+    let body = untoken(&body);
     let recs = body
         .find("<template id=\"weir-async-0\">")
         .expect("the async fragment's template");
@@ -806,6 +808,7 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     let b = start_proxy(&in_order.config).await;
     // The async template goes out before the slow fragment's bytes.
     let (_, _, raw) = page(&a, "/").await;
+    let raw = untoken(&raw);
     let moved = raw
         .find("<template id=\"weir-async-0\">")
         .expect("template");
