@@ -104,8 +104,10 @@ impl Entry {
             && (self.moved < self.pieces || (self.whole && !self.ended))
     }
 
+    /// Something of it is still to go out: content, or the script that
+    /// ends it (which waits for the placeholder).
     fn pending(&self) -> bool {
-        !self.whole || self.mover_due()
+        !self.whole || (!self.in_order && !self.ended)
     }
 }
 

@@ -709,6 +709,11 @@ impl Source for PageBody {
                                 }
                                 continue;
                             }
+                            if out.is_empty() {
+                                // All of it held back (a tag being read):
+                                // poll again, to wait for more.
+                                continue;
+                            }
                             break;
                         }
                         Poll::Ready(Some(Err(_)) | None) => {

@@ -323,8 +323,9 @@ pub fn untoken(page: &str) -> String {
     out
 }
 
-/// The page's token: the one in its first `weir-slot-` id.
+/// The page's token: the one in its first placeholder.
 pub fn token_of(page: &str) -> &str {
-    let at = page.find("weir-slot-").expect("a placeholder") + "weir-slot-".len();
+    let open = "<template id=\"weir-slot-";
+    let at = page.find(open).expect("a placeholder") + open.len();
     &page[at..at + 16]
 }
