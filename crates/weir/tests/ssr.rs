@@ -819,3 +819,53 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     assert!(!got.contains("weir-") && !got.contains("wait"), "{got}");
     assert_eq!(got, want);
 }
+
+/// Issue 15, A1: an in-order fragment cut right after the inner
+/// `</script>` of `<script><!-- … <script></script>` is still inside the
+/// script (script data double escaped, WHATWG HTML §13.2.5.27); Weir
+/// waits for the script's real end, so the async fragment's text never
+/// runs as script (it did: Chromium showed `<html data-pwn=…>`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_async_content_never_lands_inside_an_escaped_script() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
+        return;
+    };
+    let root = tempfile::tempdir().expect("origin root");
+    let fragments = root.path().join("fragments");
+    std::fs::create_dir(&fragments).expect("fragments dir");
+    // Cut after its second line by `chunks=2&lines=1`: inside the script.
+    std::fs::write(
+        fragments.join("legacy.html"),
+        "<script><!--\n\
+         document.write('<script src=\"data:text/javascript,1\"></script>'); // ad loader\n\
+         //--></script>\n",
+    )
+    .expect("legacy");
+    std::fs::write(
+        fragments.join("review.html"),
+        "<div class=review>Great kayak!\n\
+         document.documentElement.dataset.pwn=document.domain//</div>",
+    )
+    .expect("review");
+    let origin = start_origin_at(root.path()).await;
+    let template = "<!doctype html><html><head><title>t</title></head><body>\
+                    <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
+                    <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\
+                    <p id=sentinel>S</p></body></html>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, raw) = page(&proxy, "/").await;
+    let raw = untoken(&raw);
+    let end = raw.find("//--></script>").expect("the script's end");
+    let moved = raw
+        .find("<template id=\"weir-async-0\">")
+        .expect("template");
+    assert!(end < moved, "{raw}");
+    let got = dom(&chromium, proxy.url("/")).await;
+    assert!(!got.contains("data-pwn"), "the review ran as script: {got}");
+    assert!(
+        got.contains("Great kayak") && !got.contains("loading"),
+        "{got}"
+    );
+}

@@ -86,9 +86,15 @@ pub struct Origin {
 
 /// Starts the built-in origin on a free port, serving `fixtures/`.
 pub async fn start_origin() -> Origin {
+    start_origin_at(&fixtures()).await
+}
+
+/// Starts the built-in origin on a free port, serving `root` (its
+/// `fragments/` directory holds the `/fragment/{name}` files).
+pub async fn start_origin_at(root: &Path) -> Origin {
     let handle = weir_origin::spawn(
         "127.0.0.1:0".parse().expect("addr"),
-        weir_origin::OriginConfig::new(fixtures()),
+        weir_origin::OriginConfig::new(root.to_path_buf()),
     )
     .await
     .expect("start origin");
