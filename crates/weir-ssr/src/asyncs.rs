@@ -192,6 +192,16 @@ impl Asyncs {
         }
     }
 
+    /// Stops following the page if its markup declared an encoding whose
+    /// bytes the cursor cannot read (`crate::charset`): from there on the
+    /// page is one without out-of-order delivery.
+    fn check_charset(&mut self) {
+        if self.cursor.as_mut().is_some_and(PageCursor::unreadable) {
+            self.cursor = None;
+            self.early = false;
+        }
+    }
+
     /// Whether content may still go out at safe points.
     pub(crate) fn is_early(&self) -> bool {
         self.early && self.cursor.is_some()
@@ -253,6 +263,7 @@ impl Asyncs {
                 ready.push((k, false));
             }
         }
+        self.check_charset();
         let safe = self.cursor.as_mut().is_some_and(PageCursor::is_safe);
         if (ready.is_empty() && !due) || !safe {
             return Vec::new();
@@ -328,6 +339,7 @@ impl Asyncs {
         if !due && !self.list.iter().any(waiting) {
             return Poll::Ready(Point::Done);
         }
+        self.check_charset();
         if let Some(c) = &mut self.cursor
             && !c.at_point()
         {

@@ -19,7 +19,11 @@
 //! A page in one of those (by its `Content-Type` charset) gets its async
 //! content only at the async points. A label the standard does not know
 //! is treated alike, since the browser then falls back on its own guess;
-//! no charset at all is taken as the usual UTF-8 or windows-1252.
+//! no charset at all is taken as the usual UTF-8 or windows-1252. A page
+//! whose markup declares one of them (`<meta charset>`, or
+//! `<meta http-equiv="content-type" content="…; charset=…">`) stops
+//! getting content out of order from there on (`crate::safe`), whatever
+//! its `Content-Type` says.
 
 use http::HeaderMap;
 use http::header::CONTENT_TYPE;
@@ -260,6 +264,99 @@ fn charset(value: &[u8]) -> Option<String> {
     None
 }
 
+/// Labels (lowercase) of the encodings that a `meta` may switch a page to
+/// and whose bytes below 0x80 are not always ASCII: ISO-2022-JP, the
+/// "replacement" labels, Shift_JIS, Big5, GBK, gb18030, EUC-KR. (A `meta`
+/// naming UTF-16 means UTF-8, HTML §13.2.3.4; one naming a label the
+/// Encoding Standard does not know is ignored.)
+const META_UNSAFE: &[&str] = &[
+    "csiso2022jp",
+    "iso-2022-jp",
+    "csiso2022kr",
+    "hz-gb-2312",
+    "iso-2022-cn",
+    "iso-2022-cn-ext",
+    "iso-2022-kr",
+    "replacement",
+    "csshiftjis",
+    "ms932",
+    "ms_kanji",
+    "shift-jis",
+    "shift_jis",
+    "sjis",
+    "windows-31j",
+    "x-sjis",
+    "big5",
+    "big5-hkscs",
+    "cn-big5",
+    "csbig5",
+    "x-x-big5",
+    "chinese",
+    "csgb2312",
+    "csiso58gb231280",
+    "gb2312",
+    "gb_2312",
+    "gb_2312-80",
+    "gbk",
+    "iso-ir-58",
+    "x-gbk",
+    "gb18030",
+    "cseuckr",
+    "csksc56011987",
+    "euc-kr",
+    "iso-ir-149",
+    "korean",
+    "ks_c_5601-1987",
+    "ks_c_5601-1989",
+    "ksc5601",
+    "ksc_5601",
+    "windows-949",
+];
+
+/// Whether a `meta` naming `label` switches the page to an encoding whose
+/// bytes the tag tracker cannot read (see the module).
+pub(crate) fn meta_breaks_bytes(label: &[u8]) -> bool {
+    let label = String::from_utf8_lossy(label.trim_ascii()).to_ascii_lowercase();
+    META_UNSAFE.contains(&label.as_str())
+}
+
+/// The label in a `meta`'s `content` (HTML §2.6.8, "algorithm for
+/// extracting a character encoding from a meta element"): after
+/// `charset`, white space, `=`, white space, a quoted value or one up to
+/// white space or `;`. `None` when there is none.
+pub(crate) fn meta_label(content: &[u8]) -> Option<&[u8]> {
+    let ws = |b: &u8| matches!(b, b'\t' | b'\n' | b'\x0c' | b'\r' | b' ');
+    let mut from = 0;
+    loop {
+        let at = content[from..]
+            .windows(7)
+            .position(|w| w.eq_ignore_ascii_case(b"charset"))?
+            + from
+            + 7;
+        let rest = &content[at..];
+        let skip = rest.iter().take_while(|b| ws(b)).count();
+        let Some(rest) = rest[skip..].strip_prefix(b"=") else {
+            from = at;
+            continue;
+        };
+        let rest = &rest[rest.iter().take_while(|b| ws(b)).count()..];
+        return match rest.first() {
+            Some(&q) if q == b'"' || q == b'\'' => {
+                let end = rest[1..].iter().position(|&b| b == q)?;
+                Some(&rest[1..1 + end])
+            }
+            Some(_) => {
+                let end = rest
+                    .iter()
+                    .position(|b| ws(b) || *b == b';')
+                    .unwrap_or(rest.len());
+                Some(&rest[..end])
+            }
+            None => None,
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,6 +367,26 @@ mod tests {
             h.insert(CONTENT_TYPE, ct.parse().expect("value"));
         }
         out_of_order_charset(&h)
+    }
+
+    #[test]
+    fn meta_labels_are_found_as_browsers_find_them() {
+        assert_eq!(
+            meta_label(b"text/html; charset=ISO-2022-JP"),
+            Some(&b"ISO-2022-JP"[..])
+        );
+        assert_eq!(
+            meta_label(b"text/html;charset = \"sjis\" x"),
+            Some(&b"sjis"[..])
+        );
+        assert_eq!(meta_label(b"charsetx; charset=utf-8"), Some(&b"utf-8"[..]));
+        assert_eq!(meta_label(b"text/html"), None);
+        assert_eq!(meta_label(b"charset='unterminated"), None);
+        assert!(meta_breaks_bytes(b" ISO-2022-JP "));
+        assert!(meta_breaks_bytes(b"Shift_JIS"));
+        assert!(!meta_breaks_bytes(b"utf-16"), "a meta's UTF-16 means UTF-8");
+        assert!(!meta_breaks_bytes(b"klingon"), "ignored");
+        assert!(!meta_breaks_bytes(b"windows-1252"));
     }
 
     #[test]

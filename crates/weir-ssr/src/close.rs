@@ -104,6 +104,12 @@ impl OpenElements {
         self.tree.uncertain()
     }
 
+    /// A `meta` declared an encoding the tracker cannot read
+    /// (`Tree::unreadable`).
+    pub(crate) fn unreadable(&self) -> bool {
+        self.tree.unreadable()
+    }
+
     /// The page's body is open ([`OpenElements::page`] only).
     pub(crate) fn body(&self) -> bool {
         self.tree.body()

@@ -145,6 +145,14 @@ impl PageCursor {
             && !self.tracker.stack().iter().any(unsafe_inside)
     }
 
+    /// Whether a `meta` of the page declared an encoding whose bytes the
+    /// tracker cannot read as the browser will (`crate::charset`): from
+    /// there on, nothing the cursor says holds.
+    pub(crate) fn unreadable(&mut self) -> bool {
+        self.tracker.feed_held();
+        self.tracker.unreadable()
+    }
+
     /// Whether the output so far ends at a safe point (see the module).
     pub(crate) fn is_safe(&mut self) -> bool {
         self.tracker.feed_held();
@@ -297,5 +305,27 @@ mod tests {
         assert_eq!(closing("<body><div><!-- c").as_deref(), Some(&b"-->"[..]));
         assert_eq!(closing("<body><plaintext>"), None);
         assert_eq!(closing("<body><select><style>"), None);
+    }
+
+    /// A7: a page that declares an encoding the tracker cannot read.
+    #[test]
+    fn a_meta_declaring_a_stateful_or_multibyte_encoding_makes_the_page_unreadable() {
+        for text in [
+            "<head><meta charset=\"iso-2022-jp\">",
+            "<head><meta charset=Shift_JIS>",
+            "<head><META HTTP-EQUIV=Content-Type CONTENT=\"text/html; charset=euc-kr\">",
+            "<head><meta charset=\"&#115;jis\">",
+        ] {
+            assert!(cursor(&[text]).unreadable(), "{text:?}");
+        }
+        for text in [
+            "<head><meta charset=\"utf-8\">",
+            "<head><meta charset=utf-16>",
+            "<head><meta name=x content=\"charset=sjis\">",
+            "<head><meta http-equiv=refresh content=\"charset=sjis\">",
+            "<body><svg><meta2 charset=sjis>",
+        ] {
+            assert!(!cursor(&[text]).unreadable(), "{text:?}");
+        }
     }
 }

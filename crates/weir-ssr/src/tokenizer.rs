@@ -191,27 +191,22 @@ pub(crate) enum Refusal {
     Stop { at: u64 },
 }
 
-/// `encoding` on an `annotation-xml` start tag, while it is read.
+/// An attribute value the tracker reads (a few, on a few tags).
 #[derive(Debug, Clone, Copy)]
-struct Encoding {
-    /// The attribute came (the first one counts).
-    seen: bool,
-    /// Its value is being read.
-    reading: bool,
-    buf: [u8; 24],
+struct Value {
+    buf: [u8; 64],
     len: u8,
-    /// Longer than `buf`, or holding a `&`.
-    odd: bool,
+    /// Longer than `buf`.
+    long: bool,
+    /// Holds a `&`: a character reference, not decoded here.
     amp: bool,
 }
 
-impl Encoding {
-    const NONE: Encoding = Encoding {
-        seen: false,
-        reading: false,
-        buf: [0; 24],
+impl Value {
+    const EMPTY: Value = Value {
+        buf: [0; 64],
         len: 0,
-        odd: false,
+        long: false,
         amp: false,
     };
 
@@ -224,23 +219,101 @@ impl Encoding {
             self.buf[n] = b;
             self.len += 1;
         } else {
-            self.odd = true;
+            self.long = true;
         }
     }
 
-    /// `Some(true)`: it names HTML (§13.2.6.5, "HTML integration point").
-    fn html(&self) -> Option<bool> {
-        if self.amp {
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+/// Which attribute value is read: `encoding` on `annotation-xml` (does it
+/// make an HTML integration point, §13.2.6.5), and `charset`,
+/// `http-equiv` and `content` on `meta` (does it declare the page's
+/// encoding, §4.2.5.4).
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    Encoding,
+    Charset,
+    HttpEquiv,
+    Content,
+}
+
+/// The attribute values read on the tag being read; the first attribute
+/// of a name counts (§13.2.5.33).
+#[derive(Debug, Clone, Copy)]
+struct Attrs {
+    values: [Option<Value>; 4],
+    reading: Option<Which>,
+}
+
+impl Attrs {
+    const NONE: Attrs = Attrs {
+        values: [None; 4],
+        reading: None,
+    };
+
+    fn get(&self, w: Which) -> Option<&Value> {
+        self.values[w as usize].as_ref()
+    }
+
+    /// `encoding` names HTML: `Some(true)`; `None` when it holds a
+    /// character reference.
+    fn html_encoding(&self) -> Option<bool> {
+        let Some(v) = self.get(Which::Encoding) else {
+            return Some(false);
+        };
+        if v.amp {
             return None;
         }
-        let v = &self.buf[..usize::from(self.len)];
+        let bytes = v.bytes();
         Some(
-            self.seen
-                && !self.odd
-                && (v.eq_ignore_ascii_case(b"text/html")
-                    || v.eq_ignore_ascii_case(b"application/xhtml+xml")),
+            !v.long
+                && (bytes.eq_ignore_ascii_case(b"text/html")
+                    || bytes.eq_ignore_ascii_case(b"application/xhtml+xml")),
         )
     }
+
+    /// What a `meta` says of the page's encoding (§4.2.5.4, and the
+    /// "algorithm for extracting a character encoding from a meta
+    /// element" for `http-equiv="content-type"`).
+    fn meta_charset(&self) -> Charset {
+        let readable = |v: &Value, label: &[u8]| {
+            if v.amp || v.long || crate::charset::meta_breaks_bytes(label) {
+                Charset::Unreadable
+            } else {
+                Charset::Readable
+            }
+        };
+        if let Some(v) = self.get(Which::Charset) {
+            return readable(v, v.bytes().trim_ascii());
+        }
+        let content_type = self
+            .get(Which::HttpEquiv)
+            .is_some_and(|v| v.bytes().trim_ascii().eq_ignore_ascii_case(b"content-type"));
+        match self.get(Which::Content) {
+            Some(v) if content_type => match crate::charset::meta_label(v.bytes()) {
+                Some(label) => readable(v, label),
+                None if v.amp || v.long => Charset::Unreadable,
+                None => Charset::None,
+            },
+            _ => Charset::None,
+        }
+    }
+}
+
+/// What a start tag declares of the page's encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Charset {
+    /// Nothing.
+    None,
+    /// One whose bytes Weir reads as the browser does (or one browsers
+    /// ignore).
+    Readable,
+    /// One whose bytes Weir cannot read (see `crate::charset`), or one it
+    /// cannot tell (a character reference in the value, a value too long).
+    Unreadable,
 }
 
 /// The tokenizer.
@@ -254,7 +327,7 @@ pub(crate) struct Tokenizer {
     /// The attribute name being read.
     attr: Name,
     font_attrs: bool,
-    encoding: Encoding,
+    attrs: Attrs,
     /// The raw element whose text this is: its mode and name.
     raw_mode: TextMode,
     raw_name: Name,
@@ -278,7 +351,7 @@ impl Tokenizer {
             self_closing: false,
             attr: Name::EMPTY,
             font_attrs: false,
-            encoding: Encoding::NONE,
+            attrs: Attrs::NONE,
             raw_mode: TextMode::Data,
             raw_name: Name::EMPTY,
             pos: 0,
@@ -365,10 +438,10 @@ impl Tokenizer {
                 State::Comment => memchr::memchr(b'-', rest).unwrap_or(rest.len()),
                 State::BogusComment => memchr::memchr(b'>', rest).unwrap_or(rest.len()),
                 State::Cdata => memchr::memchr(b']', rest).unwrap_or(rest.len()),
-                State::AttrValue(Quote::Double) if !self.encoding.reading => {
+                State::AttrValue(Quote::Double) if self.attrs.reading.is_none() => {
                     memchr::memchr(b'"', rest).unwrap_or(rest.len())
                 }
-                State::AttrValue(Quote::Single) if !self.encoding.reading => {
+                State::AttrValue(Quote::Single) if self.attrs.reading.is_none() => {
                     memchr::memchr(b'\'', rest).unwrap_or(rest.len())
                 }
                 State::Plaintext | State::Stopped => rest.len(),
@@ -403,13 +476,13 @@ impl Tokenizer {
         self.end = end;
         self.self_closing = false;
         self.font_attrs = false;
-        self.encoding = Encoding::NONE;
+        self.attrs = Attrs::NONE;
         State::TagName
     }
 
     fn begin_attr(&mut self) {
         self.attr = Name::EMPTY;
-        self.encoding.reading = false;
+        self.attrs.reading = None;
     }
 
     /// The attribute's name is complete.
@@ -420,20 +493,40 @@ impl Tokenizer {
         if self.tag.is(b"font") && self.attr.is_any(&[b"color", b"face", b"size"]) {
             self.font_attrs = true;
         }
-        if self.tag.is(b"annotation-xml") && self.attr.is(b"encoding") && !self.encoding.seen {
-            self.encoding.seen = true;
-            self.encoding.reading = true;
+        let which = if self.tag.is(b"annotation-xml") && self.attr.is(b"encoding") {
+            Some(Which::Encoding)
+        } else if self.tag.is(b"meta") {
+            if self.attr.is(b"charset") {
+                Some(Which::Charset)
+            } else if self.attr.is(b"http-equiv") {
+                Some(Which::HttpEquiv)
+            } else if self.attr.is(b"content") {
+                Some(Which::Content)
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        if let Some(w) = which
+            && self.attrs.values[w as usize].is_none()
+        {
+            // An attribute without a value has the empty one.
+            self.attrs.values[w as usize] = Some(Value::EMPTY);
+            self.attrs.reading = Some(w);
         }
     }
 
     fn value_byte(&mut self, b: u8) {
-        if self.encoding.reading {
-            self.encoding.push(b);
+        if let Some(w) = self.attrs.reading
+            && let Some(v) = self.attrs.values[w as usize].as_mut()
+        {
+            v.push(b);
         }
     }
 
     fn value_done(&mut self) {
-        self.encoding.reading = false;
+        self.attrs.reading = None;
     }
 
     fn next(&mut self, b: u8, tree: &mut Tree) -> Next {
@@ -778,7 +871,12 @@ impl Tokenizer {
             name: self.tag,
             self_closing: self.self_closing,
             font_attrs: self.font_attrs,
-            html_encoding: self.encoding.html(),
+            html_encoding: self.attrs.html_encoding(),
+            charset: if self.tag.is(b"meta") {
+                self.attrs.meta_charset()
+            } else {
+                Charset::None
+            },
         });
         if self.guarded && (plan.uncertain || plan.mode == TextMode::Plaintext) {
             self.refusals.push(Refusal::Stop { at: from });

@@ -43,6 +43,7 @@
 //! than [`MAX_DEPTH`] open elements.
 
 use crate::name::Name;
+use crate::tokenizer::Charset;
 
 /// Most open elements tracked; past this the tracker is `uncertain`.
 pub(crate) const MAX_DEPTH: usize = 256;
@@ -412,6 +413,8 @@ pub(crate) struct StartTag {
     /// (`text/html`, `application/xhtml+xml`), `None` when it holds a
     /// character reference (not decoded here).
     pub html_encoding: Option<bool>,
+    /// What it declares of the page's encoding (a `meta`).
+    pub charset: Charset,
 }
 
 /// What a start tag does to the stack.
@@ -425,6 +428,8 @@ pub(crate) struct StartPlan {
     pub body: bool,
     /// The tracker cannot tell what a browser does from here on.
     pub uncertain: bool,
+    /// A `meta` declares an encoding whose bytes the tracker cannot read.
+    pub unreadable: bool,
 }
 
 /// What an end tag does to the stack.
@@ -446,6 +451,7 @@ pub(crate) struct Tree {
     page: bool,
     body: bool,
     uncertain: bool,
+    unreadable: bool,
     stray_template_end: bool,
 }
 
@@ -458,6 +464,7 @@ impl Tree {
             page,
             body: false,
             uncertain: false,
+            unreadable: false,
             stray_template_end: false,
         }
     }
@@ -473,6 +480,12 @@ impl Tree {
 
     pub(crate) fn uncertain(&self) -> bool {
         self.uncertain
+    }
+
+    /// A `meta` declared an encoding whose bytes the tracker cannot read
+    /// as the browser will (`crate::charset`).
+    pub(crate) fn unreadable(&self) -> bool {
+        self.unreadable
     }
 
     pub(crate) fn stray_template_end(&self) -> bool {
@@ -529,6 +542,7 @@ impl Tree {
             mode: TextMode::Data,
             body: false,
             uncertain: false,
+            unreadable: false,
         };
         if !self.html_rules(name) {
             let breakout = name.is_any(BREAKOUT) || (name.is(b"font") && t.font_attrs);
@@ -554,6 +568,7 @@ impl Tree {
             plan.keep = self.breakout_keep();
         }
         let stack = &self.stack[..plan.keep];
+        plan.unreadable = name.is(b"meta") && t.charset == Charset::Unreadable;
         if self.page && name.is_any(HEAD_CONTENT) {
             if name.is(b"body") && stack.is_empty() {
                 plan.body = !self.body;
@@ -647,6 +662,7 @@ impl Tree {
         }
         self.body |= plan.body;
         self.uncertain |= plan.uncertain;
+        self.unreadable |= plan.unreadable;
     }
 
     /// What the end tag `name` does.
@@ -784,6 +800,7 @@ mod tests {
             self_closing: false,
             font_attrs: false,
             html_encoding: Some(false),
+            charset: Charset::None,
         });
         tree.apply_start(&plan);
         plan.mode

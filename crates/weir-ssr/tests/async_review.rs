@@ -507,22 +507,35 @@ async fn a6_ids_carry_a_token_of_the_page() {
     assert_ne!(tokens[0], tokens[1], "each page has its own token");
 }
 
-/// A7: a page whose charset Weir cannot read bytewise gets its async
-/// content only at `</body>`, though safe points come earlier.
+/// A7: a page whose charset Weir cannot read bytewise (by its
+/// `Content-Type`, which the proxy turns into `out_of_order = false`, or
+/// by a `<meta>` of its own) gets its async content only at `</body>`,
+/// though safe points come earlier.
 #[tokio::test(start_paused = true)]
 async fn a7_without_out_of_order_async_content_waits_for_body_end() {
     let fetcher = MemFetcher::with(&[
         ("/fast", Script::ok("<b>FAST</b>").delayed(100)),
         ("/slow", Script::ok("<p>SLOW</p>").delayed(1000)),
     ]);
-    let text = "<body><div><fragment src=\"/fast\" async>wait</fragment></div>\
+    let body = "<body><div><fragment src=\"/fast\" async>wait</fragment></div>\
                 <div><fragment src=\"/slow\"></fragment></div><p id=sentinel>S</p></body>";
-    for (out_of_order, early) in [(true, true), (false, false)] {
+    let jis = "<head><meta charset=\"iso-2022-jp\"></head>";
+    let equiv =
+        "<head><meta http-equiv=content-type content=\"text/html; charset=shift_jis\"></head>";
+    let utf8 = "<head><meta charset=\"utf-8\"></head>";
+    for (out_of_order, head, early) in [
+        (true, "", true),
+        (true, utf8, true),
+        (false, "", false),
+        (true, jis, false),
+        (true, equiv, false),
+    ] {
         let (mut ctx, _) = context(&fetcher, ComposeSettings::default());
         ctx.out_of_order = out_of_order;
-        let (batches, page) = run(body_of(ctx, text).await).await;
+        let text = format!("{head}{body}");
+        let (batches, page) = run(body_of(ctx, &text).await).await;
         let at = arrival(&batches, "<template id=\"weir-async-0\">");
-        assert_eq!(at < 1000, early, "{out_of_order}: at {at} ms");
+        assert_eq!(at < 1000, early, "{out_of_order} {head:?}: at {at} ms");
         let (slow, moved) = (page.find("SLOW"), page.find("weir-async-0"));
         assert_eq!(moved < slow, early, "{page}");
         check_dom(&page);
