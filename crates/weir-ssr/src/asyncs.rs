@@ -61,6 +61,8 @@ pub(crate) struct Asyncs {
     nonce: Option<Arc<str>>,
     stream: bool,
     token: Token,
+    /// The end of the template was closed once already.
+    end_closed: bool,
 }
 
 /// One `async` fragment.
@@ -138,6 +140,7 @@ impl Asyncs {
             nonce,
             stream,
             token,
+            end_closed: false,
         }
     }
 
@@ -347,7 +350,9 @@ impl Asyncs {
                 // Not here: at the end of the template.
                 return Poll::Ready(Point::Done);
             }
-            return Poll::Ready(match c.closing() {
+            let closing = if self.end_closed { None } else { c.closing() };
+            self.end_closed = true;
+            return Poll::Ready(match closing {
                 Some(closing) if !closing.is_empty() => {
                     tracing::warn!(
                         target: "weir::ssr", template = %page,

@@ -57,6 +57,7 @@ pub(crate) struct ContentCursor {
 }
 
 impl ContentCursor {
+    /// A cursor at the start of the content.
     pub(crate) fn new() -> ContentCursor {
         ContentCursor {
             tracker: OpenElements::guarded(),

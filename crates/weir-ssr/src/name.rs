@@ -18,6 +18,7 @@ pub(crate) struct Name {
 }
 
 impl Name {
+    /// No name.
     pub(crate) const EMPTY: Name = Name {
         bytes: [0; MAX_NAME],
         len: 0,
@@ -54,6 +55,7 @@ impl Name {
         usize::from(self.len)
     }
 
+    /// Nothing was pushed.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0 && !self.cut

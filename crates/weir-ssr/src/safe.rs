@@ -121,6 +121,7 @@ pub(crate) struct PageCursor {
 }
 
 impl PageCursor {
+    /// A cursor at the page's first byte.
     pub(crate) fn new() -> PageCursor {
         PageCursor {
             tracker: OpenElements::page(),

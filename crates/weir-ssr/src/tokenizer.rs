@@ -343,6 +343,7 @@ pub(crate) struct Tokenizer {
 }
 
 impl Tokenizer {
+    /// A tokenizer in the data state; `guarded`: see the module.
     pub(crate) fn new(guarded: bool) -> Tokenizer {
         Tokenizer {
             state: State::Data,
@@ -443,6 +444,31 @@ impl Tokenizer {
                 }
                 State::AttrValue(Quote::Single) if self.attrs.reading.is_none() => {
                     memchr::memchr(b'\'', rest).unwrap_or(rest.len())
+                }
+                State::AttrValue(Quote::Unquoted) if self.attrs.reading.is_none() => rest
+                    .iter()
+                    .position(|&b| ws(b) || b == b'>')
+                    .unwrap_or(rest.len()),
+                State::TagName => {
+                    // The name runs to white space, `/` or `>`.
+                    let n = rest
+                        .iter()
+                        .position(|&b| ws(b) || b == b'/' || b == b'>')
+                        .unwrap_or(rest.len());
+                    for &b in &rest[..n] {
+                        self.tag.push(b);
+                    }
+                    n
+                }
+                State::AttrName => {
+                    let n = rest
+                        .iter()
+                        .position(|&b| ws(b) || b == b'/' || b == b'>' || b == b'=')
+                        .unwrap_or(rest.len());
+                    for &b in &rest[..n] {
+                        self.attr.push(b);
+                    }
+                    n
                 }
                 State::Plaintext | State::Stopped => rest.len(),
                 _ => 0,
