@@ -105,6 +105,7 @@ async fn compose_once(
         headers: HeaderMap::new(),
         observer: Arc::new(NoObserver),
         script_nonce: None,
+        out_of_order: true,
     };
     let body: BoxSource = Box::pin(weir_stream::once(template.clone()));
     let Page::Composed { mut body, .. } = compose(body, ctx).await else {
@@ -135,6 +136,7 @@ fn bench(c: &mut Criterion) {
             headers: HeaderMap::new(),
             observer: Arc::new(NoObserver),
             script_nonce: None,
+            out_of_order: true,
         };
         let body: BoxSource = Box::pin(weir_stream::once(template.clone()));
         let Page::Composed { body, .. } = compose(body, ctx).await else {

@@ -1,186 +1,73 @@
-//! Which elements a fragment left open, so that a fragment cut short can
-//! be closed (`close_open_elements`).
+//! Which elements a fragment left open and where its markup stands, so
+//! that a fragment cut short can be closed ([`OpenElements::closing`]) and
+//! the page can tell where out-of-order content may go (`crate::safe`).
 //!
-//! A small tag tracker, not a parser: a byte-at-a-time state machine that
-//! sees start and end tags, attribute quotes, comments, `<!…>`
-//! declarations and the text of the raw text and escapable raw text
-//! elements (`script`, `style`, `textarea`, `title`, `xmp`, `iframe`,
-//! `noembed`, `noframes`, `noscript`; HTML §13.1.2, with scripting on;
-//! everything after `plaintext`), and keeps a bounded stack of open element
-//! names. Void elements (HTML §13.1.2) and
-//! self-closing tags open nothing; an end tag closes the nearest open
-//! element of its name and everything opened after it; a `li`, `p`, `dt`,
-//! `dd`, `option`, `tr`, `td` or `th` start tag first closes an open
-//! element of its kind at the top, as a browser would for the usual
-//! markup.
+//! A tag tracker, not a parser: the HTML tokenizer's states
+//! (`crate::tokenizer`, WHATWG HTML §13.2.5) and the stack of open
+//! elements as far as it decides them (`crate::tree`, §13.2.6), fed byte
+//! by byte (with long runs skipped), building nothing.
 //!
-//! The same tracker tells the page where out-of-order content may go
-//! (`crate::safe`): [`OpenElements::in_text`], [`OpenElements::depth`],
-//! [`OpenElements::is_open`].
-//!
-//! When the fragment is cut, [`OpenElements::closing`] finishes the
-//! construct it was cut inside (a quoted attribute value, a tag, a comment,
-//! script text), so the page that follows is not swallowed by it (always
-//! done), then closes the open elements, innermost first (only with
-//! `close_open_elements`).
+//! When a fragment is cut, [`OpenElements::closing`] finishes the
+//! construct it was cut inside (a tag, a quoted attribute value, a
+//! comment, CDATA, script or other raw text), so the page that follows is
+//! not swallowed by it (always done), then closes the open elements,
+//! innermost first (only with `close_open_elements`). The closing is
+//! checked by running the tracker over it.
 
 use bytes::Bytes;
 
-/// Most open elements tracked; deeper ones are not closed.
-const MAX_DEPTH: usize = 256;
-/// Longest tag name kept, in bytes (longer names are cut: still matched).
-const MAX_NAME: usize = 32;
-
-/// Void elements (HTML §13.1.2): they have no end tag and open nothing.
-fn is_void(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"area"
-            | b"base"
-            | b"br"
-            | b"col"
-            | b"embed"
-            | b"hr"
-            | b"img"
-            | b"input"
-            | b"link"
-            | b"meta"
-            | b"param"
-            | b"source"
-            | b"track"
-            | b"wbr"
-    )
-}
-
-/// Elements whose content is text up to their end tag (HTML §13.1.2: the
-/// raw text and escapable raw text elements, and those the tokenizer
-/// treats so with scripting on, §13.2.6.4.7). A `/>` does not close them.
-fn is_raw(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"script"
-            | b"style"
-            | b"textarea"
-            | b"title"
-            | b"xmp"
-            | b"iframe"
-            | b"noembed"
-            | b"noframes"
-            | b"noscript"
-    )
-}
-
-/// Start tags that close an open element of the same kind at the top.
-fn closes_sibling(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"li" | b"p" | b"dt" | b"dd" | b"option" | b"tr" | b"td" | b"th"
-    )
-}
-
-/// A tag name, lowercased, cut at [`MAX_NAME`] bytes: kept inline, so
-/// tracking tags allocates nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Name {
-    bytes: [u8; MAX_NAME],
-    len: u8,
-}
-
-impl Name {
-    const EMPTY: Name = Name {
-        bytes: [0; MAX_NAME],
-        len: 0,
-    };
-
-    fn push(&mut self, b: u8) {
-        if usize::from(self.len) < MAX_NAME {
-            self.bytes[usize::from(self.len)] = b;
-            self.len += 1;
-        }
-    }
-
-    fn as_slice(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Text,
-    /// After `<`: the tag's name so far (`end`: after `</`).
-    TagOpen {
-        name: Name,
-        end: bool,
-    },
-    /// After the name, up to `>`.
-    InTag {
-        name: Name,
-        end: bool,
-        quote: Option<u8>,
-        slash: bool,
-    },
-    /// After `<!`, counting the dashes of a `<!--`.
-    Bang {
-        dashes: u8,
-    },
-    /// A `<!…>` declaration or bogus comment, up to `>`.
-    Declaration,
-    /// Inside `<!-- … -->`: dashes just seen.
-    Comment {
-        dashes: u8,
-    },
-    /// Inside the text of a raw text element ([`is_raw`]): bytes of
-    /// `</name` matched so far.
-    RawText {
-        name: Name,
-        matched: usize,
-    },
-    /// After `<plaintext>`: text to the end, nothing ends it.
-    Plaintext,
-}
+use crate::tokenizer::{Refusal, Tokenizer};
+use crate::tree::{El, Tree};
 
 /// Most bytes [`OpenElements::hold`] keeps unread, in bytes: a fragment
 /// that ends whole under this size is never scanned.
 const HOLD_BYTES: usize = 16 * 1024;
 
-/// Tracks the elements opened and not yet closed.
-#[derive(Debug)]
+/// Tracks where the markup fed so far stands.
+#[derive(Debug, Clone)]
 pub(crate) struct OpenElements {
-    stack: Vec<Name>,
-    mode: Mode,
-    /// An element was opened past [`MAX_DEPTH`]: the stack is not exact.
-    overflowed: bool,
-    /// A `</template>` came with no `template` open: inside a `<template>`
-    /// of the page's, it would close that one.
-    stray_template_end: bool,
+    tokens: Tokenizer,
+    tree: Tree,
     /// Chunks taken by `hold` and not yet fed, and their length in bytes.
     held: Vec<Bytes>,
     held_bytes: usize,
 }
 
 impl OpenElements {
+    /// Markup that starts inside an HTML element (a fragment in its slot).
     pub(crate) fn new() -> OpenElements {
+        OpenElements::with(Tree::new(false), Tokenizer::new(false))
+    }
+
+    /// A whole page, from its first byte: tracks its body too.
+    pub(crate) fn page() -> OpenElements {
+        OpenElements::with(Tree::new(true), Tokenizer::new(false))
+    }
+
+    /// An `async` fragment's content inside Weir's `<template>`: a
+    /// `</template>` that would close Weir's is skipped, and a tag after
+    /// which the tracker could not go on stops it (see
+    /// [`OpenElements::take_refusals`]).
+    pub(crate) fn guarded() -> OpenElements {
+        OpenElements::with(Tree::new(false), Tokenizer::new(true))
+    }
+
+    fn with(tree: Tree, tokens: Tokenizer) -> OpenElements {
         OpenElements {
-            stack: Vec::new(),
-            mode: Mode::Text,
-            overflowed: false,
-            stray_template_end: false,
+            tokens,
+            tree,
             held: Vec::new(),
             held_bytes: 0,
         }
     }
 
-    /// Takes the next chunk of the fragment, to be read later.
+    /// Takes the next chunk, to be read later.
     ///
     /// What a fragment left open matters only when it is cut, and most
     /// fragments end whole and small. So a chunk is held (a reference
     /// count, no copy) and fed only once more than [`HOLD_BYTES`] are
-    /// held, or when [`OpenElements::closing`] asks; the result is the
-    /// same as feeding every chunk at once.
+    /// held, or when asked ([`OpenElements::feed_held`]); the result is
+    /// the same as feeding every chunk at once.
     pub(crate) fn hold(&mut self, chunk: &Bytes) {
         self.held_bytes += chunk.len();
         self.held.push(chunk.clone());
@@ -199,298 +86,121 @@ impl OpenElements {
         self.held_bytes = 0;
     }
 
-    /// Looks at the next bytes of the fragment.
-    ///
-    /// Runs the state machine byte by byte only where a byte can change
-    /// it; text, attribute values, the inside of a tag up to its next
-    /// quote or `>`, and script text up to its next `<` are skipped with
-    /// one search each. The result is the same as stepping every byte.
+    /// Reads the next bytes.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        let mut i = 0;
-        while i < chunk.len() {
-            let rest = &chunk[i..];
-            match &mut self.mode {
-                Mode::Text => {
-                    // Text is most of a fragment: skip to the next tag at once.
-                    let Some(n) = memchr::memchr(b'<', rest) else {
-                        return;
-                    };
-                    i += n + 1;
-                    self.mode = Mode::TagOpen {
-                        name: Name::EMPTY,
-                        end: false,
-                    };
-                    continue;
-                }
-                Mode::TagOpen { name, .. } => {
-                    // The tag's name: a letter, then letters, digits, `-`
-                    // and `:`; the byte after it goes through `step`.
-                    let mut n = 0;
-                    for &b in rest {
-                        let name_byte = b.is_ascii_alphabetic()
-                            || (!name.is_empty() && (b.is_ascii_digit() || b == b'-' || b == b':'));
-                        if !name_byte {
-                            break;
-                        }
-                        name.push(b.to_ascii_lowercase());
-                        n += 1;
-                    }
-                    i += n;
-                    if n == rest.len() {
-                        return;
-                    }
-                }
-                Mode::InTag { quote: Some(q), .. } => {
-                    // An attribute value: nothing in it counts but its quote.
-                    let Some(n) = memchr::memchr(*q, rest) else {
-                        return;
-                    };
-                    i += n;
-                }
-                Mode::InTag {
-                    quote: None, slash, ..
-                } => {
-                    // Up to the next `>` or quote; `slash` is whether the
-                    // last byte that is not white space was a `/`.
-                    let n = memchr::memchr3(b'>', b'"', b'\'', rest).unwrap_or(rest.len());
-                    if let Some(&last) = rest[..n].iter().rev().find(|b| !b.is_ascii_whitespace()) {
-                        *slash = last == b'/';
-                    }
-                    i += n;
-                    if n == rest.len() {
-                        return;
-                    }
-                }
-                Mode::RawText { matched: 0, .. } => {
-                    let Some(n) = memchr::memchr(b'<', rest) else {
-                        return;
-                    };
-                    i += n;
-                }
-                Mode::Plaintext => return,
-                _ => {}
-            }
-            self.step(chunk[i]);
-            i += 1;
-        }
+        self.tokens.feed(chunk, &mut self.tree);
     }
 
-    fn step(&mut self, b: u8) {
-        self.mode = match self.mode {
-            Mode::Text => {
-                if b == b'<' {
-                    Mode::TagOpen {
-                        name: Name::EMPTY,
-                        end: false,
-                    }
-                } else {
-                    Mode::Text
-                }
-            }
-            Mode::TagOpen { mut name, end } => {
-                if name.is_empty() && !end && b == b'/' {
-                    Mode::TagOpen { name, end: true }
-                } else if name.is_empty() && !end && b == b'!' {
-                    Mode::Bang { dashes: 0 }
-                } else if b.is_ascii_alphabetic()
-                    || (!name.is_empty() && (b.is_ascii_digit() || b == b'-' || b == b':'))
-                {
-                    name.push(b.to_ascii_lowercase());
-                    Mode::TagOpen { name, end }
-                } else if name.is_empty() {
-                    // `a < b`, `</ >`: not a tag.
-                    if b == b'<' {
-                        Mode::TagOpen {
-                            name: Name::EMPTY,
-                            end: false,
-                        }
-                    } else {
-                        Mode::Text
-                    }
-                } else if b == b'>' {
-                    self.finish(name, end, false)
-                } else {
-                    Mode::InTag {
-                        name,
-                        end,
-                        quote: None,
-                        slash: b == b'/',
-                    }
-                }
-            }
-            Mode::InTag {
-                name,
-                end,
-                quote,
-                slash,
-            } => match quote {
-                Some(q) => Mode::InTag {
-                    name,
-                    end,
-                    quote: (b != q).then_some(q),
-                    slash: false,
-                },
-                None if b == b'>' => self.finish(name, end, slash),
-                None if b == b'"' || b == b'\'' => Mode::InTag {
-                    name,
-                    end,
-                    quote: Some(b),
-                    slash: false,
-                },
-                None => Mode::InTag {
-                    name,
-                    end,
-                    quote: None,
-                    slash: b == b'/' || (slash && b.is_ascii_whitespace()),
-                },
-            },
-            Mode::Bang { dashes } => match b {
-                b'-' if dashes == 1 => Mode::Comment { dashes: 0 },
-                b'-' => Mode::Bang { dashes: 1 },
-                b'>' => Mode::Text,
-                _ => Mode::Declaration,
-            },
-            Mode::Declaration => {
-                if b == b'>' {
-                    Mode::Text
-                } else {
-                    Mode::Declaration
-                }
-            }
-            Mode::Comment { dashes } => match b {
-                b'-' => Mode::Comment {
-                    dashes: (dashes + 1).min(2),
-                },
-                b'>' if dashes >= 2 => Mode::Text,
-                _ => Mode::Comment { dashes: 0 },
-            },
-            Mode::Plaintext => Mode::Plaintext,
-            Mode::RawText { name, matched } => {
-                let want = |k: usize| match k {
-                    0 => b'<',
-                    1 => b'/',
-                    k => name.bytes[k - 2],
-                };
-                let next = if b.to_ascii_lowercase() == want(matched) {
-                    matched + 1
-                } else if b == b'<' {
-                    1
-                } else {
-                    0
-                };
-                if next == usize::from(name.len) + 2 {
-                    // `</script` seen: the rest of the end tag, up to `>`.
-                    Mode::InTag {
-                        name,
-                        end: true,
-                        quote: None,
-                        slash: false,
-                    }
-                } else {
-                    Mode::RawText {
-                        name,
-                        matched: next,
-                    }
-                }
-            }
-        };
-    }
-
-    /// A complete tag: updates the stack; the mode after it.
-    fn finish(&mut self, name: Name, end: bool, self_closing: bool) -> Mode {
-        if end {
-            match self.stack.iter().rposition(|n| *n == name) {
-                Some(at) => self.stack.truncate(at),
-                None if name.as_slice() == b"template" => self.stray_template_end = true,
-                None => {}
-            }
-            return Mode::Text;
-        }
-        if is_raw(name.as_slice()) {
-            return Mode::RawText { name, matched: 0 };
-        }
-        if name.as_slice() == b"plaintext" {
-            return Mode::Plaintext;
-        }
-        if self_closing || is_void(name.as_slice()) {
-            return Mode::Text;
-        }
-        if closes_sibling(name.as_slice()) && self.stack.last().is_some_and(|top| *top == name) {
-            self.stack.pop();
-        }
-        if self.stack.len() < MAX_DEPTH {
-            self.stack.push(name);
-        } else {
-            self.overflowed = true;
-        }
-        Mode::Text
-    }
-
-    /// Whether the bytes fed so far end in text: not inside a tag, an
-    /// attribute value, a comment, a declaration or a raw text element.
+    /// Whether the bytes fed so far end in the data state: not inside a
+    /// tag, an attribute value, a comment, a DOCTYPE, CDATA or raw text.
     /// (Held chunks are not looked at: [`OpenElements::feed_held`] first.)
     pub(crate) fn in_text(&self) -> bool {
-        self.mode == Mode::Text
+        self.tokens.in_data()
     }
 
-    /// Open elements, outermost first; `None` once more were opened than
-    /// the tracker keeps (then it cannot tell).
+    /// Whether the tracker lost track (see `crate::tree`): it cannot tell
+    /// what a browser does from here on.
+    pub(crate) fn uncertain(&self) -> bool {
+        self.tree.uncertain()
+    }
+
+    /// A `meta` declared an encoding the tracker cannot read
+    /// (`Tree::unreadable`).
+    pub(crate) fn unreadable(&self) -> bool {
+        self.tree.unreadable()
+    }
+
+    /// The page's body is open ([`OpenElements::page`] only).
+    pub(crate) fn body(&self) -> bool {
+        self.tree.body()
+    }
+
+    /// Open elements, outermost first.
+    pub(crate) fn stack(&self) -> &[El] {
+        self.tree.stack()
+    }
+
+    /// Open elements, or `None` once the tracker is uncertain.
     pub(crate) fn depth(&self) -> Option<usize> {
-        (!self.overflowed).then_some(self.stack.len())
+        (!self.tree.uncertain()).then_some(self.tree.stack().len())
     }
 
-    /// Whether an element named one of `names` (lower case) is open.
-    pub(crate) fn is_open(&self, names: &[&[u8]]) -> bool {
-        self.stack.iter().any(|n| names.contains(&n.as_slice()))
-    }
-
-    /// Whether a `</template>` came that closed no `template` of its own.
+    /// Whether a `</template>` came that closed no `template` of its own
+    /// (for a guarded tracker: one was skipped).
     pub(crate) fn stray_template_end(&self) -> bool {
-        self.stray_template_end
+        self.tree.stray_template_end()
     }
 
-    /// The bytes that end what the fragment was cut inside of (a quoted
-    /// value, a tag, a comment, script text); with `elements`, then the end
-    /// tags of the open elements, innermost first.
-    pub(crate) fn closing(mut self, elements: bool) -> Vec<u8> {
+    /// Bytes fed so far.
+    pub(crate) fn pos(&self) -> u64 {
+        self.tokens.pos()
+    }
+
+    /// Where a tag still being read started ([`Tokenizer::tag_from`]).
+    pub(crate) fn tag_from(&self) -> Option<u64> {
+        self.tokens.tag_from()
+    }
+
+    /// The tags a guarded tracker refused since the last call.
+    pub(crate) fn take_refusals(&mut self) -> Vec<Refusal> {
+        self.tokens.take_refusals()
+    }
+
+    /// Whether a guarded tracker stopped (nothing after counts).
+    pub(crate) fn stopped(&self) -> bool {
+        self.tokens.stopped()
+    }
+
+    /// Forgets a tag still being read, or a stop ([`Tokenizer::rewind_to_data`]).
+    pub(crate) fn rewind_to_data(&mut self) {
         self.feed_held();
-        let mut out = Vec::new();
-        match std::mem::replace(&mut self.mode, Mode::Text) {
-            Mode::Text => {}
-            Mode::TagOpen { name, end } => {
-                if !name.is_empty() {
-                    out.push(b'>');
-                    let _ = self.finish(name, end, false);
-                }
+        self.tokens.rewind_to_data();
+    }
+
+    /// Stops here (a guarded tracker's content is cut).
+    pub(crate) fn stop(&mut self) {
+        self.tokens.stop();
+    }
+
+    /// The bytes that end the construct the input stopped inside of, then
+    /// the end tags of the open elements past the first `keep(stack)` (the
+    /// stack once the construct is ended), innermost first, each checked by the tracker (an end tag that closes nothing
+    /// ends the list); and the tracker after them. `None` when nothing can
+    /// end the construct (PLAINTEXT).
+    pub(crate) fn closing_to(
+        &self,
+        keep: impl Fn(&[El]) -> usize,
+    ) -> Option<(Vec<u8>, OpenElements)> {
+        let mut after = self.clone();
+        after.feed_held();
+        let mut out = after.tokens.finish()?;
+        after.feed(&out);
+        let keep = keep(after.tree.stack());
+        while after.tree.stack().len() > keep {
+            let before = after.tree.stack().len();
+            let Some(top) = after.tree.stack().last().copied() else {
+                break;
+            };
+            let mut end = Vec::with_capacity(top.name.len() + 3);
+            push_end(&mut end, top.name.as_slice());
+            after.feed(&end);
+            if after.tree.stack().len() >= before {
+                break;
             }
-            Mode::InTag {
-                name,
-                end,
-                quote,
-                slash,
-            } => {
-                if let Some(q) = quote {
-                    out.push(q);
-                }
-                out.push(b'>');
-                let _ = self.finish(name, end, slash && quote.is_none());
-            }
-            Mode::Bang { .. } | Mode::Declaration => out.push(b'>'),
-            Mode::Comment { .. } => out.extend_from_slice(b"-->"),
-            Mode::RawText { name, .. } => {
-                // A half-written `</scr` is harmless: it is not followed by
-                // `>` or a space, so the end tag below is the one that counts.
-                push_end(&mut out, name.as_slice());
-            }
-            // Nothing ends it.
-            Mode::Plaintext => {}
+            out.extend_from_slice(&end);
         }
-        if elements {
-            for name in self.stack.iter().rev() {
-                push_end(&mut out, name.as_slice());
-            }
-        }
-        out
+        Some((out, after))
+    }
+
+    /// The bytes that end what the fragment was cut inside of (a tag, a
+    /// quoted value, a comment, script text); with `elements`, then the
+    /// end tags of the open elements, innermost first. Nothing inside
+    /// PLAINTEXT, which nothing ends.
+    pub(crate) fn closing(self, elements: bool) -> Vec<u8> {
+        let keep = |stack: &[El]| if elements { 0 } else { stack.len() };
+        self.closing_to(keep)
+            .map(|(out, _)| out)
+            .unwrap_or_default()
     }
 }
 
@@ -570,23 +280,114 @@ mod tests {
         assert_eq!(every_split("<title>a<p>b</title><em>"), "</em>");
         assert_eq!(every_split("<noscript><p>x"), "</noscript>");
         assert_eq!(every_split("<script/>var a='<p>';"), "</script>");
-        assert_eq!(every_split("<div><plaintext></div><p>"), "</div>");
+        // Nothing ends PLAINTEXT: anything after it would be text.
+        assert_eq!(every_split("<div><plaintext></div><p>"), "");
     }
 
     #[test]
-    fn queries_tell_text_depth_open_names_and_stray_template_ends() {
+    fn queries_tell_text_depth_and_stray_template_ends() {
         let mut t = OpenElements::new();
         t.feed(b"<body><div class=\"a\">");
         assert!(t.in_text());
-        assert_eq!(t.depth(), Some(2));
-        assert!(t.is_open(&[b"body"]) && !t.is_open(&[b"template"]));
+        assert_eq!(t.depth(), Some(1), "a fragment's <body> opens nothing");
         t.feed(b"<p title=\"x");
         assert!(!t.in_text());
         t.feed(b"\"><template>x</template></template>");
         assert!(t.in_text() && t.stray_template_end());
         let mut deep = OpenElements::new();
-        deep.feed("<i>".repeat(MAX_DEPTH + 1).as_bytes());
+        deep.feed("<i>".repeat(crate::tree::MAX_DEPTH + 1).as_bytes());
         assert_eq!(deep.depth(), None);
+    }
+
+    /// The tokenizer's edge cases (WHATWG HTML §13.2.5): what a browser
+    /// reads as the end of a construct, and what it does not.
+    #[test]
+    fn constructs_end_where_the_tokenizer_ends_them() {
+        // Script data escaped and double escaped (§13.2.5.20–31).
+        assert_eq!(
+            every_split("<div><script><!--<script></script>x"),
+            "</script></div>"
+        );
+        assert_eq!(
+            every_split("<div><script><!--<script></script>--></script><em>"),
+            "</em></div>"
+        );
+        assert_eq!(
+            every_split("<div><script><!--<script>a</scr"),
+            "--></script></div>"
+        );
+        assert_eq!(every_split("<div><script><!--a-->b</script>"), "</div>");
+        // An end tag ends raw text only if its name is followed by white
+        // space, `/` or `>`.
+        assert_eq!(every_split("<div><script>a</scriptx>b"), "</script></div>");
+        assert_eq!(every_split("<div><style>a</style/>b"), "</div>");
+        // Bogus comments: `<?`, `</` + not a letter, `<!` + not a comment.
+        assert_eq!(every_split("<div><?xml version=\"1"), "></div>");
+        assert_eq!(every_split("<div></ x"), "></div>");
+        assert_eq!(every_split("<div></1 <b"), "></div>");
+        assert_eq!(every_split("<div><!x <b"), "></div>");
+        // A bogus comment ends at the first `>`, even a tag's.
+        assert_eq!(every_split("<div></1 <p>"), "</div>");
+        assert_eq!(every_split("<div><?x><p>"), "</p></div>");
+        // Comments that end early or oddly.
+        assert_eq!(every_split("<div><!--><p>"), "</p></div>");
+        assert_eq!(every_split("<div><!---><p>"), "</p></div>");
+        assert_eq!(every_split("<div><!-- a --!><p>"), "</p></div>");
+        assert_eq!(every_split("<div><!-- <!-- -- -><p>"), "--></div>");
+        // CDATA only in foreign content; a bogus comment elsewhere.
+        assert_eq!(every_split("<svg><![CDATA[ a>b <p>"), "]]></svg>");
+        assert_eq!(every_split("<div><![CDATA[ a>b <p>"), "</p></div>");
+        // Quotes and `<` in attribute names; quotes in unquoted values.
+        assert_eq!(every_split("<a x\"y><b title=\">"), "\"></b></a>");
+        assert_eq!(every_split("<a href=x\"y>z<i>"), "</i></a>");
+        assert_eq!(every_split("<div<p>"), "</div<p>");
+        // No raw text in foreign content, except at integration points.
+        assert_eq!(
+            every_split("<svg><style></svg><a title=\"</style>"),
+            "\"></a>"
+        );
+        assert_eq!(
+            every_split("<svg><foreignObject><style>x"),
+            "</style></foreignobject></svg>"
+        );
+        assert_eq!(
+            every_split("<math><annotation-xml encoding=\"text/html\"><style>x"),
+            "</style></annotation-xml></math>"
+        );
+        assert_eq!(
+            every_split("<math><annotation-xml encoding=svg><style>x"),
+            "</style></annotation-xml></math>"
+        );
+        // A breakout tag leaves foreign content.
+        assert_eq!(every_split("<svg><g><p><style>x"), "</style></p>");
+        assert_eq!(
+            every_split("<svg><font color=red><style>x"),
+            "</style></font>"
+        );
+        assert_eq!(every_split("<svg><font><style>x"), "</style></font></svg>");
+    }
+
+    #[test]
+    fn templates_of_every_namespace_stay_open_until_their_own_end() {
+        let open = |text: &str| {
+            let mut t = OpenElements::new();
+            t.feed(text.as_bytes());
+            t.stack().iter().any(|e| e.name.is(b"template"))
+        };
+        for text in [
+            "<template>",
+            "<template/>",
+            "<template><template></template>",
+            "<svg><template>",
+            "<svg><template></g>",
+            "<math><mtext><template>",
+            "<svg><template><foreignObject><div></template>",
+        ] {
+            assert!(open(text), "{text:?}");
+        }
+        for text in ["<template></template>", "<svg><template></template>"] {
+            assert!(!open(text), "{text:?}");
+        }
     }
 
     #[test]
@@ -617,31 +418,25 @@ mod tests {
     /// sample).
     #[test]
     fn skipping_runs_agrees_with_stepping_every_byte() {
-        let alphabet = b"<>/\"'!- =abpliscrtyeSCRIPT\n";
+        let alphabet = b"<>/\"'!-?[]= =abplisctyeSCRIPTDAgvm\n&";
         let mut seed: u64 = 0x5745_4952;
-        for _ in 0..3000 {
+        for _ in 0..6000 {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            let len = (seed % 48) as usize;
+            let len = (seed % 64) as usize;
             let text: Vec<u8> = (0..len)
                 .map(|k| alphabet[((seed >> (k % 50)) as usize + k * 7) % alphabet.len()])
                 .collect();
-            let mut whole = OpenElements::new();
+            let mut whole = OpenElements::page();
             whole.feed(&text);
-            let mut bytes = OpenElements::new();
+            let mut bytes = OpenElements::page();
             for &b in &text {
-                bytes.step(b);
+                bytes.tokens.step(b, &mut bytes.tree);
             }
             assert_eq!(
-                whole.mode,
-                bytes.mode,
-                "{:?}",
-                String::from_utf8_lossy(&text)
-            );
-            assert_eq!(
-                whole.stack,
-                bytes.stack,
+                format!("{:?} {:?}", whole.tokens, whole.tree),
+                format!("{:?} {:?}", bytes.tokens, bytes.tree),
                 "{:?}",
                 String::from_utf8_lossy(&text)
             );

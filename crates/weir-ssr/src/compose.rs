@@ -17,7 +17,9 @@
 //! goes out as soon as it is ready at the next safe point of the page, or
 //! at the latest before the first `</body>` (or at the end of a template
 //! without one), each inside a `<template>` with a small inline script
-//! that moves it into place (`crate::asyncs`).
+//! that moves it into place (`crate::asyncs`). Only the page does this:
+//! in a nested template, an `async` include is spliced in order, since
+//! nothing tells where that template's own slot stands in the page.
 //!
 //! Every spool of the page draws on one byte budget, `page_buffer_bytes`
 //! (`crate::spool`): past it, fragments that hold bytes are not read until
@@ -38,14 +40,15 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use http::header::{self, HeaderName};
 use http::{HeaderMap, StatusCode};
-use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 use weir_stream::{Batch, BatchResult, Source, StreamError};
 
 use crate::asyncs::{Asyncs, Point};
 use crate::fetch::{BoxSource, Fetcher};
 use crate::fragment::{self, Job};
+use crate::mover::Token;
 use crate::observe::{Failure, FragmentEvent, FragmentOutcome, Observer};
+use crate::permits::{Key, Permits};
 use crate::scan::{Include, Piece, Scanner};
 use crate::settings::ComposeSettings;
 use crate::spool::{Budget, Head, SpoolReader, spool};
@@ -88,6 +91,12 @@ pub struct PageContext {
     /// place, when the page's `Content-Security-Policy` requires one
     /// ([`script_nonce`](crate::script_nonce) finds it); base64 only.
     pub script_nonce: Option<String>,
+    /// Whether `async` content may go out of order, at safe points of the
+    /// page: `false` for a page in an encoding where Weir cannot tell
+    /// where its markup stands from its bytes
+    /// ([`out_of_order_charset`](crate::out_of_order_charset)); then it
+    /// goes only right before `</body>` or at the end.
+    pub out_of_order: bool,
 }
 
 impl std::fmt::Debug for PageContext {
@@ -138,8 +147,8 @@ pub(crate) struct Shared {
     pub settings: Arc<ComposeSettings>,
     pub headers: HeaderMap,
     pub observer: Arc<dyn Observer>,
-    /// `max_parallel` fetches at a time, page-wide (the primary takes none).
-    pub permits: Arc<Semaphore>,
+    /// `max_parallel` fetch slots, page-wide (`crate::permits`).
+    pub permits: Arc<Permits>,
     /// Includes processed so far, page-wide.
     pub includes: AtomicUsize,
     /// The next `async` placeholder number, page-wide.
@@ -150,6 +159,10 @@ pub(crate) struct Shared {
     pub budget: Arc<Budget>,
     /// The nonce of the mover scripts (see [`PageContext::script_nonce`]).
     pub nonce: Option<Arc<str>>,
+    /// The page's token, in the ids of Weir's markup (`crate::mover`).
+    pub token: Token,
+    /// See [`PageContext::out_of_order`].
+    pub out_of_order: bool,
 }
 
 /// One template level: the page (depth 0) or a nested template.
@@ -185,6 +198,11 @@ enum Slot {
     /// An `async` fragment's placeholder: its entry in [`Core::asyncs`]
     /// and its markup.
     Placeholder(usize, Bytes),
+    /// At an async point: the content of an `async` fragment (its entry in
+    /// [`Core::asyncs`] and its index), streamed through the entry.
+    AsyncBody(usize, usize),
+    /// What closes that content (from the entry), then these bytes.
+    AsyncEnd(usize, Bytes),
     /// Where the `async` fragments not yet out go (`true`: the end of the
     /// template; else the first `</body>`).
     AsyncPoint(bool),
@@ -258,7 +276,7 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
     let now = Instant::now();
     let page_buffer = ctx.settings.page_buffer_bytes;
     let shared = Arc::new(Shared {
-        permits: Arc::new(Semaphore::new(ctx.settings.max_parallel.max(1))),
+        permits: Permits::new(ctx.settings.max_parallel),
         // A budget past what the clock can hold is no budget: a year will do.
         deadline: now
             .checked_add(ctx.settings.page_timeout)
@@ -271,6 +289,8 @@ pub async fn compose(template: BoxSource, ctx: PageContext) -> Page {
         next_async: AtomicUsize::new(0),
         budget: Budget::new(page_buffer),
         nonce: ctx.script_nonce.map(Arc::from),
+        token: Token::new(),
+        out_of_order: ctx.out_of_order,
     });
     let base: Arc<str> = ctx.base.into();
     let ancestors: Arc<[Arc<str>]> = if ctx.template_at_base {
@@ -317,9 +337,10 @@ impl Core {
     fn new(template: BoxSource, level: Level, top: bool) -> Core {
         let scanner = Scanner::new(level.shared.settings.scan);
         let asyncs = Asyncs::new(
-            top,
+            top && level.shared.out_of_order,
             level.shared.nonce.clone(),
             level.shared.settings.async_stream,
+            level.shared.token,
         );
         Core {
             level,
@@ -414,8 +435,10 @@ impl Core {
                 "primary ignored (nested template, a second primary, or after the page's head)"
             );
         }
-        let async_id =
-            (inc.is_async && !primary).then(|| shared.next_async.fetch_add(1, Ordering::Relaxed));
+        // Only the page has async fragments: a nested template's are
+        // spliced in order.
+        let async_id = (inc.is_async && !primary && self.level.depth == 0)
+            .then(|| shared.next_async.fetch_add(1, Ordering::Relaxed));
         let n = shared.includes.fetch_add(1, Ordering::Relaxed);
         if n >= shared.settings.max_includes {
             // Over the limit: no fetch; the inline markup, at once.
@@ -446,6 +469,10 @@ impl Core {
                 level: self.level.clone(),
                 include: inc,
                 primary,
+                key: Key {
+                    is_async: async_id.is_some(),
+                    seq: n,
+                },
                 writer,
             };
             self.tasks
@@ -561,20 +588,23 @@ impl Core {
             |i| frags.get(i).and_then(Option::as_ref).map(|f| &f.reader),
             cx,
             end,
+            &self.level.base,
         ));
         Poll::Ready(match point {
             Point::Done => true,
             Point::Emit {
                 before,
-                frag,
+                body,
                 after,
             } => {
                 self.held += before.len() + after.len();
-                if !after.is_empty() {
-                    self.slots.push_front(Slot::Text(after));
-                }
-                if let Some(i) = frag {
-                    self.slots.push_front(Slot::Frag(i));
+                match body {
+                    Some((entry, i)) => {
+                        self.slots.push_front(Slot::AsyncEnd(entry, after));
+                        self.slots.push_front(Slot::AsyncBody(entry, i));
+                    }
+                    None if !after.is_empty() => self.slots.push_front(Slot::Text(after)),
+                    None => {}
                 }
                 self.slots.push_front(Slot::Text(before));
                 false
@@ -662,6 +692,48 @@ impl Source for PageBody {
                             break;
                         }
                         Poll::Pending => break,
+                    }
+                }
+                &Slot::AsyncBody(entry, i) => {
+                    let Some(frag) = this.frags[i].as_mut() else {
+                        this.slots.pop_front();
+                        continue;
+                    };
+                    match Pin::new(&mut frag.reader).poll_next_batch(cx) {
+                        Poll::Ready(Some(Ok(batch))) => {
+                            if this.asyncs.body(entry, batch, &mut out) {
+                                // Nothing more of it goes out.
+                                this.slots.pop_front();
+                                if let Some(done) = this.frags[i].take() {
+                                    this.held = this.held.saturating_sub(done.weight);
+                                }
+                                continue;
+                            }
+                            if out.is_empty() {
+                                // All of it held back (a tag being read):
+                                // poll again, to wait for more.
+                                continue;
+                            }
+                            break;
+                        }
+                        Poll::Ready(Some(Err(_)) | None) => {
+                            this.slots.pop_front();
+                            if let Some(done) = this.frags[i].take() {
+                                this.held = this.held.saturating_sub(done.weight);
+                            }
+                        }
+                        Poll::Pending => break,
+                    }
+                }
+                Slot::AsyncEnd(..) => {
+                    if let Some(Slot::AsyncEnd(entry, after)) = this.slots.pop_front() {
+                        this.held = this.held.saturating_sub(after.len());
+                        this.asyncs.body_end(entry, &mut out);
+                        this.asyncs.hold(&after);
+                        out.push(after);
+                        // A boundary: let the pipeline flush.
+                        this.flush_next = true;
+                        break;
                     }
                 }
                 &Slot::AsyncPoint(end) => match this.poll_async_point(cx, end) {

@@ -1,5 +1,13 @@
 //! One fragment's task: fetch, fall back, stream into its spool.
 //!
+//! A fragment first takes one of the page's fetch slots (`max_parallel`,
+//! `crate::permits`), unless the page is already waiting for it (it is at
+//! the head of the page's line, or at an async point): then it goes at
+//! once, so that fragments holding slots while the page reads elsewhere
+//! can never keep the page waiting. Its deadlines start then, when its
+//! fetch may start; waiting for a slot is bounded by the page budget only.
+//! The slot is given back once its body has been read to its end.
+//!
 //! The sources are tried in order — `src`, then `fallback-src` (or ESI
 //! `alt`) — each with its own first-byte deadline inside the fragment's
 //! total deadline. The first that delivers a first byte (or ends cleanly
@@ -10,14 +18,12 @@
 //! soon as it arrives, unless its coding cannot be decoded or it is a
 //! template past `max_depth` (then the page fails, as for any failure).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, StatusCode};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::timeout_at;
 use weir_stream::{Batch, SourceExt as _};
 
@@ -26,6 +32,7 @@ use crate::compose::{Level, PageBody};
 use crate::decode::{Decoded, coding_of};
 use crate::fetch::BoxSource;
 use crate::observe::{Failure, FragmentEvent, FragmentOutcome};
+use crate::permits::{Key, Permit};
 use crate::scan::Include;
 use crate::spool::{Head, SpoolWriter};
 
@@ -46,6 +53,8 @@ pub(crate) struct Job {
     pub level: Level,
     pub include: Box<Include>,
     pub primary: bool,
+    /// Its place in line for a fetch slot.
+    pub key: Key,
     pub writer: SpoolWriter,
 }
 
@@ -53,7 +62,6 @@ pub(crate) struct Job {
 struct Started {
     first: Option<Batch>,
     body: BoxSource,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 /// Runs the fragment to its end and reports it.
@@ -71,8 +79,19 @@ pub(crate) async fn run(job: Job) {
         .include
         .total_timeout
         .unwrap_or(settings.fragment_total_timeout);
-    let total_deadline = deadline_within(start, total, page_deadline);
     let first_timeout = job.include.timeout.unwrap_or(settings.fragment_timeout);
+    // A fetch slot, or the page's turn; the deadlines start after it.
+    let slot = slot(&job, page_deadline).await;
+    if !job.writer.is_wanted() {
+        let src = reporter.src.clone();
+        reporter.report(&src, FragmentOutcome::Cancelled, None);
+        return;
+    }
+    let (mut permit, slot_failure) = match slot {
+        Ok(p) => (p, None),
+        Err(f) => (None, Some(f)),
+    };
+    let total_deadline = deadline_within(Instant::now(), total, page_deadline);
 
     let mut candidates: Vec<String> = Vec::with_capacity(3);
     for s in [
@@ -88,7 +107,14 @@ pub(crate) async fn run(job: Job) {
         }
     }
 
-    let mut failure = if candidates.is_empty() {
+    let mut failure = if let Some(f) = slot_failure {
+        tracing::warn!(
+            target: "weir::ssr", template = %job.level.base, depth = job.level.depth,
+            "no fetch slot before the page budget ran out ({f}): its inline fallback"
+        );
+        candidates.clear();
+        Some(f)
+    } else if candidates.is_empty() {
         tracing::warn!(
             target: "weir::ssr", template = %job.level.base, depth = job.level.depth,
             "include without src (or fallback-src/alt): its inline fallback"
@@ -100,14 +126,14 @@ pub(crate) async fn run(job: Job) {
     for (n, src) in candidates.iter().enumerate() {
         let tried = Instant::now();
         let first_deadline = deadline_within(tried, first_timeout, total_deadline);
-        match attempt(&job, src, first_deadline).await {
+        match attempt(&job, src, first_deadline, &mut permit).await {
             Ok(Some(started)) => {
                 let outcome = if n == 0 {
                     FragmentOutcome::Ok
                 } else {
                     FragmentOutcome::Fallback
                 };
-                let end = stream(&job, started, total_deadline).await;
+                let end = stream(&job, started, total_deadline, permit).await;
                 let (outcome, why) = match end {
                     Ok(()) => (outcome, failure),
                     Err(StreamEnd::Gone) => (FragmentOutcome::Cancelled, failure),
@@ -153,6 +179,7 @@ pub(crate) async fn run(job: Job) {
         }
     }
 
+    drop(permit);
     let why = failure.unwrap_or(Failure::NoSource);
     job.writer.head(Head::Failed {
         timeout: matches!(why, Failure::Timeout { .. }),
@@ -176,6 +203,30 @@ pub(crate) async fn run(job: Job) {
         FragmentOutcome::Cancelled
     };
     reporter.report(src, outcome, Some(&why));
+}
+
+/// Waits for a fetch slot, in line (`crate::permits`), or until the page
+/// waits for this fragment (then it needs none). The primary takes none:
+/// fragments before it that filled their buffers keep theirs until their
+/// turn, which comes only after the page's head, which waits for the
+/// primary. `Err` when the page budget ran out first.
+async fn slot(job: &Job, page_deadline: Instant) -> Result<Option<Permit>, Failure> {
+    if job.primary {
+        return Ok(None);
+    }
+    let permits = &job.level.shared.permits;
+    let waited = Instant::now();
+    let wait = async {
+        tokio::select! {
+            p = permits.acquire(job.key) => Some(p),
+            () = job.writer.wanted() => None,
+        }
+    };
+    timeout_at(page_deadline, wait)
+        .await
+        .map_err(|_| Failure::Timeout {
+            elapsed_ms: millis(waited.elapsed()),
+        })
 }
 
 /// `from + timeout`, but no later than `cap`. A `timeout` attribute may
@@ -232,6 +283,7 @@ async fn attempt(
     job: &Job,
     src: &str,
     first_deadline: Instant,
+    permit: &mut Option<Permit>,
 ) -> Result<Option<Started>, Failure> {
     let shared = &job.level.shared;
     let timeout = || Failure::Timeout { elapsed_ms: 0 };
@@ -239,17 +291,6 @@ async fn attempt(
     if job.level.ancestors.iter().any(|a| **a == *url) {
         return Err(Failure::Loop { url });
     }
-    // The primary takes no fetch slot: fragments before it that filled
-    // their buffers keep theirs until their turn, which comes only after
-    // the page's head, which waits for the primary.
-    let permit = if job.primary {
-        None
-    } else {
-        timeout_at(first_deadline, Arc::clone(&shared.permits).acquire_owned())
-            .await
-            .map_err(|_| timeout())?
-            .ok()
-    };
     let resp = timeout_at(
         first_deadline,
         shared.fetcher.fetch(&url, shared.headers.clone()),
@@ -285,10 +326,9 @@ async fn attempt(
     if let Some(coding) = coding {
         body = Box::pin(Decoded::new(body, coding, shared.settings.decode));
     }
-    let mut permit = permit;
     if template {
         // Its own fragments do the fetching from here on.
-        permit = None;
+        *permit = None;
         body = Box::pin(PageBody::nested(body, job.level.child(url)));
     }
     let first = match timeout_at(first_deadline, body.next_batch())
@@ -305,11 +345,7 @@ async fn attempt(
             headers: resp.headers,
         });
     }
-    Ok(Some(Started {
-        first,
-        body,
-        _permit: permit,
-    }))
+    Ok(Some(Started { first, body }))
 }
 
 enum StreamEnd {
@@ -322,13 +358,15 @@ enum StreamEnd {
 /// Streams a started source into the spool until its end or its deadline.
 /// Time spent waiting for the page to take bytes does not count against
 /// the fragment's total deadline (it is not the fragment's doing); the
-/// page budget still bounds it.
-async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<(), StreamEnd> {
-    let Started {
-        first,
-        mut body,
-        _permit,
-    } = started;
+/// page budget still bounds it. The fetch slot is given back as soon as
+/// the body has been read to its end, whatever is still to be written.
+async fn stream(
+    job: &Job,
+    started: Started,
+    total_deadline: Instant,
+    permit: Option<Permit>,
+) -> Result<(), StreamEnd> {
+    let Started { first, mut body } = started;
     let page_deadline = job.level.shared.deadline;
     let close_elements = job.level.shared.settings.close_open_elements;
     let mut tracker = OpenElements::new();
@@ -340,7 +378,11 @@ async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<
     write(job, &mut tracker, first, &mut deadline, page_deadline).await?;
     loop {
         let cut = match timeout_at(deadline, body.next_batch()).await {
-            Ok(None) => return Ok(()),
+            // Read to its end: the slot goes back now.
+            Ok(None) => {
+                drop(permit);
+                return Ok(());
+            }
             Ok(Some(Ok(batch))) => {
                 write(job, &mut tracker, batch, &mut deadline, page_deadline).await?;
                 continue;
@@ -351,6 +393,7 @@ async fn stream(job: &Job, started: Started, total_deadline: Instant) -> Result<
             },
         };
         drop(body);
+        drop(permit);
         // Finish the tag, quoted value or comment it was cut inside of, so
         // the page after it is not swallowed; close its elements if asked.
         let tail = tracker.closing(close_elements);

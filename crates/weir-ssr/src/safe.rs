@@ -1,38 +1,72 @@
-//! Safe points: where out-of-order `async` content may go into the page,
-//! and where an `async` fragment's own content may be cut into pieces.
+//! Safe points: where out-of-order `async` content may go into the page.
 //!
-//! Both questions are answered by the tag tracker of `crate::close` run
-//! over the bytes in question, plus a look at their last few bytes:
+//! [`PageCursor`] follows every byte the page hands on (template text,
+//! placeholders, in-order fragments, and Weir's own templates and
+//! scripts) with the tag tracker of `crate::close`, which follows the
+//! HTML tokenizer (WHATWG HTML §13.2.5) and the stack of open elements as
+//! far as it decides it (§13.2.6). The page is at a safe point when the
+//! tracker is certain that its output ends in plain body data:
 //!
-//! - [`PageCursor`] follows every byte the page hands on (template text,
-//!   placeholders, in-order fragments). The page is at a safe point when
-//!   those bytes end in body content: after a `<body>` start tag, outside
-//!   any tag, attribute value, comment, declaration, raw text element
-//!   (`script`, `style`, `textarea`, `title`, `noscript`, …) and outside a
-//!   `template`, `svg`, `math`, `select`, `pre` or `listing` element, and
-//!   not right after a `&` that may start a character reference. A
-//!   `<template>…</template><script>…</script>` put there is parsed as
-//!   exactly that (WHATWG HTML §13.2.6.4.7: in body, in table and in row
-//!   alike take `template` and `script` by the "in head" rules) and leaves
-//!   the parser where it was.
-//! - [`ContentCursor`] follows an `async` fragment's content: it may be cut
-//!   where all it has so far is whole top-level nodes, and it may go out
-//!   whole (inside a `<template>` of its own) when it ends in text with no
-//!   stray `</template>` that would close Weir's.
+//! - in the data state: not inside a tag, an attribute value, a comment,
+//!   a bogus comment (`<?…`, `</ …`, `<!x…`), a DOCTYPE, CDATA, or the
+//!   text of `script` (escaped or not), `style`, `textarea`, `title`,
+//!   `xmp`, `iframe`, `noembed`, `noframes`, `noscript` or `plaintext`;
+//! - with no `template` (of any namespace), no `svg` or `math` element
+//!   (nor anything inside one), and no `select`, `pre`, `listing` or
+//!   `colgroup` open: a template's content is inert, foreign content makes
+//!   Weir's elements foreign, `select` content is parsed differently
+//!   from browser to browser, `pre` and `listing` drop a newline that
+//!   follows their start tag, and `colgroup` is closed by a `<script>`;
+//! - once the body has started: after a `<body>` start tag, or whatever
+//!   opens the body without one (text that is not white space, a start tag
+//!   that does not belong in the head);
+//! - and not right after a `&` that may start a character reference.
 //!
-//! The page's cursor holds what it is given and reads it only when asked
+//! A `<template>…</template><script>…</script>` put there is parsed as
+//! exactly that (§13.2.6.4.7: "in body", "in table" and "in row" alike
+//! take `template` and `script` by the "in head" rules) and leaves the
+//! parser where it was.
+//!
+//! At an async point (right before `</body>`, or at the end of the
+//! template), the page is followed by markup of Weir's, not by more of its
+//! own text, so the body and character references do not matter there;
+//! the rest does ([`PageCursor::at_point`]). At the end of the template,
+//! [`PageCursor::closing`] finishes what the page left open so that the
+//! end is such a point.
+//!
+//! The cursor holds what it is given and reads it only when asked
 //! (`OpenElements::hold`), so a page that never asks pays a reference
 //! count per chunk.
 
 use bytes::Bytes;
 
 use crate::close::OpenElements;
+use crate::tree::{El, Ns};
 
-/// Elements inside which Weir's `<template>` and `<script>` would not be
-/// what they seem: a `template`'s content is inert, `svg` and `math` make
-/// them foreign elements, `select` content models vary between browsers,
-/// and `pre`/`listing` drop a newline that follows their start tag.
-const UNSAFE_INSIDE: [&[u8]; 6] = [b"template", b"svg", b"math", b"select", b"pre", b"listing"];
+/// HTML elements inside which Weir's `<template>` and `<script>` would not
+/// be what they seem or would change the page (see the module); raw text
+/// elements are here too, though the tokenizer state already says so.
+const UNSAFE_INSIDE: &[&[u8]] = &[
+    b"template",
+    b"select",
+    b"pre",
+    b"listing",
+    b"colgroup",
+    b"textarea",
+    b"title",
+    b"script",
+    b"style",
+    b"xmp",
+    b"iframe",
+    b"noembed",
+    b"noframes",
+    b"noscript",
+    b"plaintext",
+];
+
+fn unsafe_inside(e: &El) -> bool {
+    e.ns != Ns::Html || e.name.is_any(UNSAFE_INSIDE)
+}
 
 /// Bytes kept from the end of the output: more than the longest character
 /// reference name (31 letters, `&CounterClockwiseContourIntegral;`).
@@ -40,20 +74,20 @@ const TAIL: usize = 40;
 
 /// The last bytes of what was fed.
 #[derive(Debug, Clone, Copy)]
-struct Tail {
+pub(crate) struct Tail {
     buf: [u8; TAIL],
     len: usize,
 }
 
 impl Tail {
-    const fn new() -> Tail {
+    pub(crate) const fn new() -> Tail {
         Tail {
             buf: [0; TAIL],
             len: 0,
         }
     }
 
-    fn push(&mut self, chunk: &[u8]) {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
         if chunk.len() >= TAIL {
             self.buf.copy_from_slice(&chunk[chunk.len() - TAIL..]);
             self.len = TAIL;
@@ -68,7 +102,7 @@ impl Tail {
     /// Whether the bytes end in `&` and then only name or number
     /// characters: a character reference that what follows could still
     /// complete (HTML §13.2.5.72).
-    fn in_reference(&self) -> bool {
+    pub(crate) fn in_reference(&self) -> bool {
         let tail = &self.buf[..self.len];
         let run = tail
             .iter()
@@ -87,9 +121,10 @@ pub(crate) struct PageCursor {
 }
 
 impl PageCursor {
+    /// A cursor at the page's first byte.
     pub(crate) fn new() -> PageCursor {
         PageCursor {
-            tracker: OpenElements::new(),
+            tracker: OpenElements::page(),
             tail: Tail::new(),
         }
     }
@@ -103,50 +138,48 @@ impl PageCursor {
         self.tail.push(chunk);
     }
 
+    /// Whether the output so far ends in the data state, with the tracker
+    /// certain and nothing unsafe open.
+    fn plain(&self) -> bool {
+        self.tracker.in_text()
+            && !self.tracker.uncertain()
+            && !self.tracker.stack().iter().any(unsafe_inside)
+    }
+
+    /// Whether a `meta` of the page declared an encoding whose bytes the
+    /// tracker cannot read as the browser will (`crate::charset`): from
+    /// there on, nothing the cursor says holds.
+    pub(crate) fn unreadable(&mut self) -> bool {
+        self.tracker.feed_held();
+        self.tracker.unreadable()
+    }
+
     /// Whether the output so far ends at a safe point (see the module).
     pub(crate) fn is_safe(&mut self) -> bool {
         self.tracker.feed_held();
-        self.tracker.in_text()
-            && self.tracker.depth().is_some()
-            && self.tracker.is_open(&[b"body"])
-            && !self.tracker.is_open(&UNSAFE_INSIDE)
-            && !self.tail.in_reference()
+        self.plain() && self.tracker.body() && !self.tail.in_reference()
     }
-}
 
-/// An `async` fragment's content so far, for cutting it into pieces.
-#[derive(Debug)]
-pub(crate) struct ContentCursor {
-    tracker: OpenElements,
-    tail: Tail,
-}
+    /// Whether Weir's markup may follow the output at an async point (see
+    /// the module).
+    pub(crate) fn at_point(&mut self) -> bool {
+        self.tracker.feed_held();
+        self.plain()
+    }
 
-impl ContentCursor {
-    pub(crate) fn new() -> ContentCursor {
-        ContentCursor {
-            tracker: OpenElements::new(),
-            tail: Tail::new(),
+    /// At the end of the template: the bytes that finish what the page
+    /// left open (the construct it ends in, then its elements down to the
+    /// outermost unsafe one), after which Weir's markup may follow; `None`
+    /// when none can (PLAINTEXT, or the tracker is uncertain).
+    pub(crate) fn closing(&mut self) -> Option<Bytes> {
+        self.tracker.feed_held();
+        if self.tracker.uncertain() {
+            return None;
         }
-    }
-
-    /// The next bytes of the content.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) {
-        self.tracker.feed(chunk);
-        self.tail.push(chunk);
-    }
-
-    /// Whether the content so far may end here, inside a `<template>` of
-    /// its own: it ends in text, and no `</template>` of it would close
-    /// Weir's.
-    pub(crate) fn may_end(&self) -> bool {
-        self.tracker.in_text() && !self.tracker.stray_template_end()
-    }
-
-    /// Whether the content may be cut here: it may end here, every element
-    /// it opened is closed, and no character reference is open, so the
-    /// pieces on either side parse as they would together.
-    pub(crate) fn at_top_level(&self) -> bool {
-        self.may_end() && self.tracker.depth() == Some(0) && !self.tail.in_reference()
+        let keep = |stack: &[El]| stack.iter().position(unsafe_inside).unwrap_or(stack.len());
+        let (out, after) = self.tracker.closing_to(keep)?;
+        let ok = after.in_text() && !after.uncertain() && !after.stack().iter().any(unsafe_inside);
+        ok.then(|| Bytes::from(out))
     }
 }
 
@@ -154,12 +187,16 @@ impl ContentCursor {
 mod tests {
     use super::*;
 
-    fn page(parts: &[&str]) -> bool {
+    fn cursor(parts: &[&str]) -> PageCursor {
         let mut c = PageCursor::new();
         for p in parts {
             c.hold(&Bytes::copy_from_slice(p.as_bytes()));
         }
-        c.is_safe()
+        c
+    }
+
+    fn page(parts: &[&str]) -> bool {
+        cursor(parts).is_safe()
     }
 
     #[test]
@@ -183,13 +220,59 @@ mod tests {
             "<body><select>",
             "<body><p>Fish &am",
             "<body><p>&#12",
-            "<body></body>",
             "<body><plaintext>",
+            "<body><pre>",
+            "<body><table><colgroup>",
         ] {
             assert!(!page(&[unsafe_]), "{unsafe_:?}");
         }
         assert!(page(&["<body><svg><g/></svg><textarea>x</textarea>"]));
         assert!(page(&["<body><template><p>", "</p></template>"]));
+    }
+
+    /// The reviewers' page-side cases (A1, A2): each is unsafe where the
+    /// old tracker said safe.
+    #[test]
+    fn the_page_is_unsafe_wherever_the_tokenizer_is_not_in_plain_data() {
+        for unsafe_ in [
+            // A1: `</script>` inside `<!-- <script>` does not end the script.
+            "<body><script nonce=r><!--\ndocument.write('<script src=x></script>'); // ad",
+            "<body><script><!--<script></script>",
+            "<body><script>a</scriptx>",
+            "<body><p>before</p><?xml version=",
+            "<body><p>before</p><?",
+            "<body></ x",
+            "<body></1",
+            "<body><!doc",
+            "<body><!x",
+            "<body><svg><![CDATA[ a>b </svg>",
+            "<body><a x\"y><b title=\">",
+            "<body><svg><style></svg><a title=\"</style>",
+            "<body><svg><foreignObject><div></svg>",
+            "<body><template/>",
+            "<body><math><mtext><template>",
+            "<body><select><style>",
+            "<body><select><style></style></select>",
+            "<frameset>",
+        ] {
+            assert!(!page(&[unsafe_]), "{unsafe_:?}");
+        }
+        for safe in [
+            "<body><script><!--<script></script>--></script>",
+            "<body><script>a</scriptx></script >",
+            "<body><?xml version=\"1.0\"?><p>",
+            "<body></ x><p>",
+            "<body><svg><![CDATA[ a>b ]]></svg>",
+            "<body><a x\"y>t",
+            "<body><!-- a --!>",
+            "<body><!-->",
+            "<body><div><p>x</div>",
+            "<body><select><option>a</select>",
+            "<!doctype html><title>t</title><main>",
+            "<html><head></head>Hello ",
+        ] {
+            assert!(page(&[safe]), "{safe:?}");
+        }
     }
 
     #[test]
@@ -203,17 +286,47 @@ mod tests {
     }
 
     #[test]
-    fn content_is_cut_between_top_level_nodes_only() {
-        let mut c = ContentCursor::new();
-        c.feed(b"<li>one</li>");
-        assert!(c.at_top_level());
-        c.feed(b"<li>tw");
-        assert!(c.may_end() && !c.at_top_level());
-        c.feed(b"o</li> &amp");
-        assert!(!c.at_top_level());
-        c.feed(b"; <!-- x");
-        assert!(!c.may_end());
-        c.feed(b" --></template>");
-        assert!(!c.may_end(), "a stray </template> would close Weir's");
+    fn points_need_no_body_and_the_end_closes_what_is_open() {
+        assert!(cursor(&["<title>t</title>"]).at_point());
+        assert!(cursor(&["<body><p>Fish &am"]).at_point());
+        assert!(!cursor(&["<body><textarea>"]).at_point());
+        let closing = |text: &str| cursor(&[text]).closing().map(|b| b.to_vec());
+        assert_eq!(
+            closing("<body><div><textarea>x").as_deref(),
+            Some(&b"</textarea>"[..])
+        );
+        assert_eq!(
+            closing("<body><div><svg><g><title>t").as_deref(),
+            Some(&b"</title></g></svg>"[..])
+        );
+        assert_eq!(
+            closing("<body><template><p title=\"x").as_deref(),
+            Some(&b"\"></p></template>"[..])
+        );
+        assert_eq!(closing("<body><div><!-- c").as_deref(), Some(&b"-->"[..]));
+        assert_eq!(closing("<body><plaintext>"), None);
+        assert_eq!(closing("<body><select><style>"), None);
+    }
+
+    /// A7: a page that declares an encoding the tracker cannot read.
+    #[test]
+    fn a_meta_declaring_a_stateful_or_multibyte_encoding_makes_the_page_unreadable() {
+        for text in [
+            "<head><meta charset=\"iso-2022-jp\">",
+            "<head><meta charset=Shift_JIS>",
+            "<head><META HTTP-EQUIV=Content-Type CONTENT=\"text/html; charset=euc-kr\">",
+            "<head><meta charset=\"&#115;jis\">",
+        ] {
+            assert!(cursor(&[text]).unreadable(), "{text:?}");
+        }
+        for text in [
+            "<head><meta charset=\"utf-8\">",
+            "<head><meta charset=utf-16>",
+            "<head><meta name=x content=\"charset=sjis\">",
+            "<head><meta http-equiv=refresh content=\"charset=sjis\">",
+            "<body><svg><meta2 charset=sjis>",
+        ] {
+            assert!(!cursor(&[text]).unreadable(), "{text:?}");
+        }
     }
 }

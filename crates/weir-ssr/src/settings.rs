@@ -9,30 +9,35 @@ use crate::scan::ScanLimits;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComposeSettings {
     /// Deadline for a fragment's first body byte (or its end, for an empty
-    /// body), from the moment its fetch may start; a fragment's `timeout`
-    /// attribute replaces it. Each fallback source gets a deadline of its
-    /// own. Default 2 s.
+    /// body), from the moment its fetch may start (it has a fetch slot, or
+    /// the page waits for it: see [`ComposeSettings::max_parallel`]); a
+    /// fragment's `timeout` attribute replaces it. Each fallback source
+    /// gets a deadline of its own. Default 2 s.
     pub fragment_timeout: Duration,
-    /// Deadline for a whole fragment, from its start; a fragment's
-    /// `total-timeout` attribute replaces it. A fragment still streaming at
-    /// its deadline ends where it is. Default 30 s.
+    /// Deadline for a whole fragment, from the moment its fetch may start;
+    /// a fragment's `total-timeout` attribute replaces it. A fragment still
+    /// streaming at its deadline ends where it is. Default 30 s.
     pub fragment_total_timeout: Duration,
     /// The page budget: no fragment of the page runs past this, from the
     /// start of the composition. Default 60 s.
     pub page_timeout: Duration,
     /// Most fragment fetches of one page in flight at once (nested templates
-    /// included), besides the primary's, which never waits for one.
+    /// included), besides the primary's and the one the page is waiting
+    /// for, which never wait for a slot. A fragment gives its slot back
+    /// once its body has been read to its end; free slots go to in-order
+    /// fragments first, then `async` ones, each in document order.
     /// Default 32.
     pub max_parallel: usize,
     /// Bytes a fragment that is not yet at the head of the line may hold;
     /// past it, its upstream body is not read until its turn. Default 256 KiB.
     pub fragment_buffer_bytes: usize,
     /// Bytes all the fragments of one page may hold together in their
-    /// buffers (nested templates' included), on top of
-    /// `fragment_buffer_bytes` each: past it, a fragment that holds bytes
-    /// is not read until the page has taken some (backpressure, never an
-    /// error). A fragment whose buffer is empty may always take one batch,
-    /// so the one the page is reading never waits. Default 8 MiB.
+    /// buffers (nested templates' included); each also holds at most
+    /// `fragment_buffer_bytes`, both bounds apply. Past it, a fragment that
+    /// holds bytes is not read until the page has taken some
+    /// (backpressure, never an error). A fragment whose buffer is empty
+    /// may always take one batch, so the one the page is reading never
+    /// waits. Default 8 MiB.
     pub page_buffer_bytes: usize,
     /// Send an `async` fragment's content in pieces as it arrives (each a
     /// run of whole top-level nodes), instead of once it is complete.

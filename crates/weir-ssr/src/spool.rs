@@ -48,6 +48,16 @@ pub(crate) enum Head {
     },
 }
 
+impl State {
+    /// The page waits for these bytes.
+    fn want(&mut self) {
+        self.wanted = true;
+        if let Some(w) = self.wanted_waker.take() {
+            w.wake();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     chunks: VecDeque<Bytes>,
@@ -59,6 +69,10 @@ struct State {
     reader_gone: bool,
     reader: Option<Waker>,
     writer: Option<Waker>,
+    /// The page asked for the fragment's bytes and has none: it waits for
+    /// this fragment (it is at the head of its line).
+    wanted: bool,
+    wanted_waker: Option<Waker>,
 }
 
 #[derive(Debug)]
@@ -180,6 +194,22 @@ impl SpoolWriter {
                 w.wake();
             }
         }
+    }
+
+    /// Resolves once the page waits for this fragment's bytes (it is at
+    /// the head of the page's line, or at an async point), or has dropped
+    /// it.
+    pub async fn wanted(&self) {
+        poll_fn(|cx| {
+            let mut s = self.shared.lock();
+            if s.wanted || s.reader_gone {
+                Poll::Ready(())
+            } else {
+                s.wanted_waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
     }
 
     /// Whether the page still wants the fragment.
@@ -311,6 +341,17 @@ impl SpoolReader {
         batch
     }
 
+    /// The page waits for this fragment (see [`SpoolWriter::wanted`]).
+    pub fn want(&self) {
+        self.shared.lock().want();
+    }
+
+    /// Whether the writer is done and every chunk was taken.
+    pub fn is_drained(&self) -> bool {
+        let s = self.shared.lock();
+        s.closed && s.chunks.is_empty()
+    }
+
     /// Whether a poll would return at once (bytes held, or the end);
     /// otherwise registers `cx` to be woken when that changes.
     pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
@@ -339,6 +380,7 @@ impl Source for SpoolReader {
             return Poll::Ready(None);
         }
         s.reader = Some(cx.waker().clone());
+        s.want();
         Poll::Pending
     }
 }
@@ -347,6 +389,9 @@ impl Drop for SpoolReader {
     fn drop(&mut self) {
         let mut s = self.shared.lock();
         s.reader_gone = true;
+        if let Some(w) = s.wanted_waker.take() {
+            w.wake();
+        }
         s.chunks.clear();
         self.shared.budget.release(std::mem::take(&mut s.bytes));
         if let Some(w) = s.writer.take() {

@@ -8,13 +8,14 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{MemFetcher, Script, context, template};
+use common::{MemFetcher, Script, context, template, untoken};
 use tokio::time::Instant;
 use weir_ssr::{ComposeSettings, Page, PageBody, compose};
 use weir_stream::SourceExt as _;
 
 /// Every batch of the page, with the paused clock's milliseconds at which
-/// it came.
+/// it came; the page's token is taken out of Weir's ids (`untoken`: an id
+/// is always inside one of Weir's chunks, so inside one batch).
 async fn timed(mut body: PageBody) -> Vec<(u128, String)> {
     let start = Instant::now();
     let mut out = Vec::new();
@@ -23,7 +24,7 @@ async fn timed(mut body: PageBody) -> Vec<(u128, String)> {
         for c in b.expect("page batch") {
             s.push_str(std::str::from_utf8(&c).expect("utf-8"));
         }
-        out.push((start.elapsed().as_millis(), s));
+        out.push((start.elapsed().as_millis(), untoken(&s)));
     }
     out
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use common::{MemFetcher, Script, context, render, template};
+use common::{MemFetcher, Script, context, render, template, untoken};
 use http::StatusCode;
 use weir_ssr::{ComposeSettings, FragmentOutcome, Page, compose};
 use weir_stream::{Source, SourceExt as _};
@@ -244,6 +244,7 @@ async fn async_fragments_leave_a_placeholder_and_come_before_body_end_in_arrival
     let text = "<body><fragment src=\"/late\" async></fragment><fragment src=\"/early\" async></fragment>\
                 <fragment src=\"/sync\"></fragment><p>end</p></body></html>";
     let (page, _) = render(&fetcher, text, settings()).await;
+    let page = untoken(&page);
     let slot0 = page
         .find("<template id=\"weir-slot-0\"></template>")
         .expect("placeholder 0");
@@ -428,7 +429,9 @@ async fn fetches_are_capped_per_page() {
     };
     let (page, _) = render(&fetcher, &text, s).await;
     assert_eq!(page, "x".repeat(40));
-    assert!(fetcher.max_in_flight.load(Ordering::SeqCst) <= 8);
+    // Eight slots, and the fragment the page waits for, which takes none.
+    let most = fetcher.max_in_flight.load(Ordering::SeqCst);
+    assert!((8..=9).contains(&most), "{most} in flight");
 }
 
 #[tokio::test(start_paused = true)]

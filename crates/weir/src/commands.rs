@@ -286,6 +286,14 @@ fn describe(config: &Config) -> String {
                 ssr.cache_fragments,
                 ssr.forward_cookies,
             );
+            if c.page_buffer_bytes < c.fragment_buffer_bytes {
+                out += &format!(
+                    "warning   route prefix={}: page_buffer_bytes ({}) is less than \
+                     fragment_buffer_bytes ({}): the page budget, not fragment_buffer_bytes, \
+                     bounds what the fragments ahead of the page hold\n",
+                    r.path_prefix, c.page_buffer_bytes, c.fragment_buffer_bytes,
+                );
+            }
         }
     }
     if config

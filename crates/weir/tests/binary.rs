@@ -185,6 +185,30 @@ fn the_docker_config_turns_the_test_endpoints_off() {
     assert!(text.contains("test endpoints off"), "{text}");
 }
 
+/// A page budget below one fragment's buffer is allowed, but `weir check`
+/// says what it means (issue 15, U3).
+#[test]
+fn check_warns_when_the_page_budget_is_below_a_fragments_buffer() {
+    let ssr = |page: u32, frag: u32| {
+        check_ok_text(&format!(
+            "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:1\"\n\n\
+             [[route]]\npath_prefix = \"/shop\"\nupstream = \"app\"\n\
+             [route.ssr]\npage_buffer_bytes = {page}\nfragment_buffer_bytes = {frag}\n"
+        ))
+    };
+    let text = ssr(65536, 1048576);
+    assert!(
+        text.contains(
+            "warning   route prefix=/shop: page_buffer_bytes (65536) is less than \
+             fragment_buffer_bytes (1048576)"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with("config OK\n"), "{text}");
+    let text = ssr(1048576, 65536);
+    assert!(!text.contains("warning"), "{text}");
+}
+
 #[test]
 fn check_prints_an_upstreams_protocol() {
     let text = check_ok_text(

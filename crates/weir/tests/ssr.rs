@@ -181,6 +181,7 @@ async fn an_async_fragment_leaves_a_placeholder_and_arrives_before_body_end_with
     let site = site(&origin, template, "", "");
     let proxy = start_proxy(&site.config).await;
     let (_, _, body) = page(&proxy, "/").await;
+    let body = untoken(&body);
     let slot = body
         .find("<template id=\"weir-slot-0\"></template>")
         .expect("placeholder");
@@ -511,6 +512,7 @@ async fn the_demo_page_of_the_default_config_composes() {
         body.contains("Deals are taking a break."),
         "inline fallback of the timed-out fragment"
     );
+    let body = untoken(&body);
     let recs = body
         .find("<template id=\"weir-async-0\">")
         .expect("the async fragment's template");
@@ -685,8 +687,9 @@ async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under
     let origin = start_origin().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("many.html");
-    let mut template =
-        String::from("<body><fragment src=\"/fragment/slow?delay_ms=2000\"></fragment>");
+    let mut template = String::from(
+        "<body><fragment src=\"/fragment/slow?delay_ms=3000\" timeout=\"5s\"></fragment>",
+    );
     for k in 0..50 {
         template.push_str(&format!(
             "<fragment src=\"/fragment/big{k}?bytes=1048576\"></fragment>"
@@ -694,14 +697,17 @@ async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under
     }
     template.push_str("</body>");
     std::fs::write(&path, template).expect("template");
-    // Each fragment alone could hold all of its 1 MB (2 MiB each), and all
-    // fifty are fetched at once: only page_buffer_bytes (8 MiB by default)
-    // bounds what the page holds while the slow one keeps it waiting.
+    // Each fragment alone could hold all of its 1 MB (2 MiB each), and the
+    // first 32 (max_parallel) are fetched at once: only page_buffer_bytes
+    // (8 MiB by default) bounds what the page holds while the slow one
+    // keeps it waiting. The rest wait for a fetch slot without timing out
+    // (issue 15, U1: their first-byte deadline starts with the slot), so
+    // the page is whole: more than 50 MiB.
     let config = format!(
         "[[listener]]\naddress = \"127.0.0.1:{{port}}\"\n\n\
          [[upstream]]\nname = \"site\"\nurl = \"http://{}\"\n\n\
          [[route]]\npath_prefix = \"/\"\nupstream = \"site\"\n\n\
-         [route.ssr]\ntemplate_file = {:?}\nfragment_buffer_bytes = 2097152\nmax_parallel = 64\n",
+         [route.ssr]\ntemplate_file = {:?}\nfragment_buffer_bytes = 2097152\n",
         origin.addr,
         path.display().to_string()
     );
@@ -727,7 +733,7 @@ async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under
     }
     let peak = weir.peak_rss();
     eprintln!(
-        "fifty 1 MB fragments behind a 2 s one: {} MB in {:?}; proxy peak RSS {:.1} MB (idle {:.1} MB)",
+        "fifty 1 MB fragments behind a 3 s one: {} MB in {:?}; proxy peak RSS {:.1} MB (idle {:.1} MB)",
         total >> 20,
         start.elapsed(),
         peak as f64 / 1e6,
@@ -806,6 +812,7 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     let b = start_proxy(&in_order.config).await;
     // The async template goes out before the slow fragment's bytes.
     let (_, _, raw) = page(&a, "/").await;
+    let raw = untoken(&raw);
     let moved = raw
         .find("<template id=\"weir-async-0\">")
         .expect("template");
@@ -815,4 +822,54 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     assert!(got.contains(&markup("fast")), "{got}");
     assert!(!got.contains("weir-") && !got.contains("wait"), "{got}");
     assert_eq!(got, want);
+}
+
+/// Issue 15, A1: an in-order fragment cut right after the inner
+/// `</script>` of `<script><!-- … <script></script>` is still inside the
+/// script (script data double escaped, WHATWG HTML §13.2.5.27); Weir
+/// waits for the script's real end, so the async fragment's text never
+/// runs as script (it did: Chromium showed `<html data-pwn=…>`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_async_content_never_lands_inside_an_escaped_script() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
+        return;
+    };
+    let root = tempfile::tempdir().expect("origin root");
+    let fragments = root.path().join("fragments");
+    std::fs::create_dir(&fragments).expect("fragments dir");
+    // Cut after its second line by `chunks=2&lines=1`: inside the script.
+    std::fs::write(
+        fragments.join("legacy.html"),
+        "<script><!--\n\
+         document.write('<script src=\"data:text/javascript,1\"></script>'); // ad loader\n\
+         //--></script>\n",
+    )
+    .expect("legacy");
+    std::fs::write(
+        fragments.join("review.html"),
+        "<div class=review>Great kayak!\n\
+         document.documentElement.dataset.pwn=document.domain//</div>",
+    )
+    .expect("review");
+    let origin = start_origin_at(root.path()).await;
+    let template = "<!doctype html><html><head><title>t</title></head><body>\
+                    <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
+                    <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\
+                    <p id=sentinel>S</p></body></html>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, raw) = page(&proxy, "/").await;
+    let raw = untoken(&raw);
+    let end = raw.find("//--></script>").expect("the script's end");
+    let moved = raw
+        .find("<template id=\"weir-async-0\">")
+        .expect("template");
+    assert!(end < moved, "{raw}");
+    let got = dom(&chromium, proxy.url("/")).await;
+    assert!(!got.contains("data-pwn"), "the review ran as script: {got}");
+    assert!(
+        got.contains("Great kayak") && !got.contains("loading"),
+        "{got}"
+    );
 }

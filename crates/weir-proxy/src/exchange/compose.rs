@@ -110,6 +110,9 @@ impl Exchange<'_> {
             observer: Arc::clone(&self.proxy.ssr_observer) as Arc<dyn weir_ssr::Observer>,
             // The page's own policy: the template's response fields.
             script_nonce: weir_ssr::script_nonce(&parts.headers),
+            // Out of order only where Weir can read the page's bytes as
+            // the browser will (its charset).
+            out_of_order: weir_ssr::out_of_order_charset(&parts.headers),
         };
         match weir_ssr::compose(template, ctx).await {
             weir_ssr::Page::Composed {

@@ -86,9 +86,15 @@ pub struct Origin {
 
 /// Starts the built-in origin on a free port, serving `fixtures/`.
 pub async fn start_origin() -> Origin {
+    start_origin_at(&fixtures()).await
+}
+
+/// Starts the built-in origin on a free port, serving `root` (its
+/// `fragments/` directory holds the `/fragment/{name}` files).
+pub async fn start_origin_at(root: &Path) -> Origin {
     let handle = weir_origin::spawn(
         "127.0.0.1:0".parse().expect("addr"),
-        weir_origin::OriginConfig::new(fixtures()),
+        weir_origin::OriginConfig::new(root.to_path_buf()),
     )
     .await
     .expect("start origin");
@@ -511,4 +517,38 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     cond()
+}
+
+/// An SSR page with the page token taken out of Weir's ids
+/// (`weir-async-T-N` → `weir-async-N`, and so for `weir-slot-` and
+/// `weir-end-`), so that tests can name them; panics on an id without a
+/// 16-hex-digit token.
+pub fn untoken(page: &str) -> String {
+    let mut out = String::with_capacity(page.len());
+    let mut rest = page;
+    while let Some(at) = rest.find("weir-") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let Some(kind) = ["weir-slot-", "weir-end-", "weir-async-"]
+            .into_iter()
+            .find(|k| rest.starts_with(k))
+        else {
+            out.push_str("weir-");
+            rest = &rest["weir-".len()..];
+            continue;
+        };
+        let after = &rest[kind.len()..];
+        let token = after.get(..17).unwrap_or("");
+        assert!(
+            token.len() == 17
+                && token[..16].bytes().all(|b| b.is_ascii_hexdigit())
+                && token.ends_with('-'),
+            "an id without its token: {}",
+            &rest[..rest.len().min(40)]
+        );
+        out.push_str(kind);
+        rest = &after[17..];
+    }
+    out.push_str(rest);
+    out
 }

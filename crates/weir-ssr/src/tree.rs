@@ -1,0 +1,893 @@
+//! The stack of open elements, as far as the tag tracker needs it: which
+//! tokenizer state a start tag's text is in, whether `<![CDATA[` opens a
+//! CDATA section, and which elements are open (WHATWG HTML §13.2.6).
+//!
+//! Not a tree builder: it builds no tree and follows the insertion modes
+//! only where they decide those questions.
+//!
+//! - *Foreign content* (§13.2.6.5): `svg` and `math` open elements in
+//!   their namespaces; inside them a start tag makes a foreign element
+//!   (no raw text: `<svg><style>` is parsed as markup), except at an HTML
+//!   integration point (SVG `foreignObject`, `desc`, `title`; MathML
+//!   `annotation-xml` with an HTML `encoding`) and a MathML text
+//!   integration point (`mi`, `mo`, `mn`, `ms`, `mtext`), where start tags
+//!   are HTML again; the breakout start tags (`b`, `div`, `p`, `table`, …,
+//!   `font` with `color`, `face` or `size`) and the `</br>` and `</p>` end
+//!   tags close the foreign elements first. An end tag closes the nearest
+//!   foreign element of its name before the first HTML element, else goes
+//!   by the HTML rules.
+//! - *HTML end tags* (§13.2.6.4.7, "any other end tag"): an end tag closes
+//!   the nearest open HTML element of its name unless a *special* element
+//!   (§13.2.4.2) stands between (then it is ignored); `</template>` closes
+//!   the nearest HTML `template`, whatever stands between; `</body>` and
+//!   `</html>` close nothing. This closes at most what a browser closes:
+//!   where HTML closes an element by scope (`</div>` across a `<pre>`),
+//!   the tracker may keep it open.
+//! - *Start tags* (§13.2.6.4.7): void elements open nothing, and the
+//!   self-closing flag counts only in foreign content; `script` switches
+//!   the tokenizer to script data, `style`, `xmp`, `iframe`, `noembed`,
+//!   `noframes` and `noscript` (scripting on) to RAWTEXT, `textarea` and
+//!   `title` to RCDATA, `plaintext` to PLAINTEXT. A `li`, `p`, `dt`, `dd`,
+//!   `option`, `tr`, `td` or `th` first closes an element of its kind at
+//!   the top, as a browser does for the usual markup.
+//! - *The body* (page only): opened by `<body>` or by what the "in head"
+//!   and "after head" modes hand to the body: text that is not white
+//!   space, and a start tag other than the head's (`base`, `link`, `meta`,
+//!   `script`, `style`, `template`, `title`, …).
+//!
+//! Where browsers differ or the tracker cannot follow, it gives up for
+//! good (`uncertain`): `<frameset>`; inside an HTML `select`, the start
+//! tags that the classic "in select" mode ignores and the newer select
+//! parsing honours (`style`, `title`, `svg`, `math`, `plaintext`, …);
+//! `annotation-xml` whose `encoding` holds a character reference; more
+//! than [`MAX_DEPTH`] open elements.
+
+use crate::name::Name;
+use crate::tokenizer::Charset;
+
+/// Most open elements tracked; past this the tracker is `uncertain`.
+pub(crate) const MAX_DEPTH: usize = 256;
+
+/// An element's namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ns {
+    Html,
+    Svg,
+    MathMl,
+}
+
+/// The tokenizer state a start tag's text is in (§13.2.6.4.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextMode {
+    Data,
+    Rcdata,
+    Rawtext,
+    Script,
+    Plaintext,
+}
+
+/// One open element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct El {
+    pub name: Name,
+    pub ns: Ns,
+    /// An HTML integration point (§13.2.6.5): start tags are HTML inside.
+    html_ip: bool,
+}
+
+impl El {
+    fn new(name: Name, ns: Ns, html_ip: bool) -> El {
+        El { name, ns, html_ip }
+    }
+
+    /// A MathML text integration point (§13.2.6.5).
+    fn mathml_text_ip(&self) -> bool {
+        self.ns == Ns::MathMl && self.name.is_any(&[b"mi", b"mo", b"mn", b"ms", b"mtext"])
+    }
+
+    /// Ends "has an element in scope" (§13.2.4.2).
+    fn scope_boundary(&self) -> bool {
+        match self.ns {
+            Ns::Html => self.name.is_any(&[
+                b"applet",
+                b"caption",
+                b"html",
+                b"table",
+                b"td",
+                b"th",
+                b"marquee",
+                b"object",
+                b"template",
+            ]),
+            _ => self.special(),
+        }
+    }
+
+    /// In the special category (§13.2.4.2).
+    fn special(&self) -> bool {
+        match self.ns {
+            Ns::Html => self.name.is_any(SPECIAL),
+            Ns::MathMl => {
+                self.name
+                    .is_any(&[b"mi", b"mo", b"mn", b"ms", b"mtext", b"annotation-xml"])
+            }
+            Ns::Svg => self.name.is_any(&[b"foreignobject", b"desc", b"title"]),
+        }
+    }
+}
+
+/// HTML elements in the special category (§13.2.4.2).
+const SPECIAL: &[&[u8]] = &[
+    b"address",
+    b"applet",
+    b"area",
+    b"article",
+    b"aside",
+    b"base",
+    b"basefont",
+    b"bgsound",
+    b"blockquote",
+    b"body",
+    b"br",
+    b"button",
+    b"caption",
+    b"center",
+    b"col",
+    b"colgroup",
+    b"dd",
+    b"details",
+    b"dir",
+    b"div",
+    b"dl",
+    b"dt",
+    b"embed",
+    b"fieldset",
+    b"figcaption",
+    b"figure",
+    b"footer",
+    b"form",
+    b"frame",
+    b"frameset",
+    b"h1",
+    b"h2",
+    b"h3",
+    b"h4",
+    b"h5",
+    b"h6",
+    b"head",
+    b"header",
+    b"hgroup",
+    b"hr",
+    b"html",
+    b"iframe",
+    b"img",
+    b"input",
+    b"keygen",
+    b"li",
+    b"link",
+    b"listing",
+    b"main",
+    b"marquee",
+    b"menu",
+    b"meta",
+    b"nav",
+    b"noembed",
+    b"noframes",
+    b"noscript",
+    b"object",
+    b"ol",
+    b"p",
+    b"param",
+    b"plaintext",
+    b"pre",
+    b"script",
+    b"search",
+    b"section",
+    b"select",
+    b"source",
+    b"style",
+    b"summary",
+    b"table",
+    b"tbody",
+    b"td",
+    b"template",
+    b"textarea",
+    b"tfoot",
+    b"th",
+    b"thead",
+    b"title",
+    b"tr",
+    b"track",
+    b"ul",
+    b"wbr",
+    b"xmp",
+];
+
+/// Start tags that open nothing in HTML: the void elements (§13.1.2) and
+/// those "in body" inserts and pops at once (`image` is read as `img`).
+const VOID: &[&[u8]] = &[
+    b"area",
+    b"base",
+    b"basefont",
+    b"bgsound",
+    b"br",
+    b"col",
+    b"embed",
+    b"frame",
+    b"hr",
+    b"image",
+    b"img",
+    b"input",
+    b"keygen",
+    b"link",
+    b"meta",
+    b"param",
+    b"source",
+    b"track",
+    b"wbr",
+];
+
+/// Start tags that close the foreign elements before them (§13.2.6.5);
+/// `font` does only with a `color`, `face` or `size` attribute.
+const BREAKOUT: &[&[u8]] = &[
+    b"b",
+    b"big",
+    b"blockquote",
+    b"body",
+    b"br",
+    b"center",
+    b"code",
+    b"dd",
+    b"div",
+    b"dl",
+    b"dt",
+    b"em",
+    b"embed",
+    b"h1",
+    b"h2",
+    b"h3",
+    b"h4",
+    b"h5",
+    b"h6",
+    b"head",
+    b"hr",
+    b"i",
+    b"img",
+    b"li",
+    b"listing",
+    b"menu",
+    b"meta",
+    b"nobr",
+    b"ol",
+    b"p",
+    b"pre",
+    b"ruby",
+    b"s",
+    b"small",
+    b"span",
+    b"strong",
+    b"strike",
+    b"sub",
+    b"sup",
+    b"table",
+    b"tt",
+    b"u",
+    b"ul",
+    b"var",
+];
+
+/// Start tags the "in head" and "after head" modes keep out of the body.
+const HEAD_CONTENT: &[&[u8]] = &[
+    b"html",
+    b"head",
+    b"body",
+    b"base",
+    b"basefont",
+    b"bgsound",
+    b"link",
+    b"meta",
+    b"noframes",
+    b"noscript",
+    b"script",
+    b"style",
+    b"template",
+    b"title",
+    b"frameset",
+];
+
+/// Start tags that the classic "in select" mode ignores and the newer
+/// select parsing inserts, among those that change the tokenizer state or
+/// the namespace: inside a `select`, browsers disagree on what follows.
+const SELECT_SPLIT: &[&[u8]] = &[
+    b"style",
+    b"xmp",
+    b"iframe",
+    b"noembed",
+    b"noframes",
+    b"noscript",
+    b"plaintext",
+    b"title",
+    b"svg",
+    b"math",
+    b"frameset",
+];
+
+/// End tags closed by scope in "in body" (§13.2.6.4.7), besides `p`,
+/// `li` and the headings.
+const BLOCK_END: &[&[u8]] = &[
+    b"address",
+    b"article",
+    b"aside",
+    b"blockquote",
+    b"button",
+    b"center",
+    b"details",
+    b"dialog",
+    b"dir",
+    b"div",
+    b"dl",
+    b"fieldset",
+    b"figcaption",
+    b"figure",
+    b"footer",
+    b"header",
+    b"hgroup",
+    b"listing",
+    b"main",
+    b"menu",
+    b"nav",
+    b"ol",
+    b"pre",
+    b"search",
+    b"section",
+    b"summary",
+    b"ul",
+    b"applet",
+    b"marquee",
+    b"object",
+    b"dd",
+    b"dt",
+    b"select",
+];
+
+const HEADINGS: &[&[u8]] = &[b"h1", b"h2", b"h3", b"h4", b"h5", b"h6"];
+
+/// The formatting elements (§13.2.4.3).
+const FORMATTING: &[&[u8]] = &[
+    b"a", b"b", b"big", b"code", b"em", b"font", b"i", b"nobr", b"s", b"small", b"strike",
+    b"strong", b"tt", b"u",
+];
+
+/// Start tags that first close a `p` in button scope (§13.2.6.4.7).
+const CLOSES_P: &[&[u8]] = &[
+    b"address",
+    b"article",
+    b"aside",
+    b"blockquote",
+    b"center",
+    b"details",
+    b"dialog",
+    b"dir",
+    b"div",
+    b"dl",
+    b"fieldset",
+    b"figcaption",
+    b"figure",
+    b"footer",
+    b"header",
+    b"hgroup",
+    b"main",
+    b"menu",
+    b"nav",
+    b"ol",
+    b"p",
+    b"search",
+    b"section",
+    b"summary",
+    b"ul",
+    b"h1",
+    b"h2",
+    b"h3",
+    b"h4",
+    b"h5",
+    b"h6",
+    b"pre",
+    b"listing",
+    b"form",
+    b"plaintext",
+    b"xmp",
+    b"hr",
+];
+
+/// Start tags that close an open element of the same kind at the top.
+const CLOSES_SIBLING: &[&[u8]] = &[b"li", b"p", b"dt", b"dd", b"option", b"tr", b"td", b"th"];
+
+/// A complete start tag, as the tokenizer saw it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StartTag {
+    pub name: Name,
+    pub self_closing: bool,
+    /// A `color`, `face` or `size` attribute (a breakout `font`).
+    pub font_attrs: bool,
+    /// `encoding` (on `annotation-xml`): `Some(true)` when it names HTML
+    /// (`text/html`, `application/xhtml+xml`), `None` when it holds a
+    /// character reference (not decoded here).
+    pub html_encoding: Option<bool>,
+    /// What it declares of the page's encoding (a `meta`).
+    pub charset: Charset,
+}
+
+/// What a start tag does to the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StartPlan {
+    /// Keep this many elements first (breakout, an implied close).
+    pub keep: usize,
+    pub push: Option<El>,
+    pub mode: TextMode,
+    /// The tag opens the body (page only).
+    pub body: bool,
+    /// The tracker cannot tell what a browser does from here on.
+    pub uncertain: bool,
+    /// A `meta` declares an encoding whose bytes the tracker cannot read.
+    pub unreadable: bool,
+}
+
+/// What an end tag does to the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EndPlan {
+    /// Keep this many elements (`None`: the tag closes nothing).
+    pub keep: Option<usize>,
+    /// A `</template>` with no HTML `template` open: inside a template of
+    /// the page's, it would close that one.
+    pub stray_template: bool,
+}
+
+/// The open elements and what they imply.
+#[derive(Debug, Clone)]
+pub(crate) struct Tree {
+    stack: Vec<El>,
+    /// Whether this follows a whole page (else the inside of an element:
+    /// a fragment or a template's content), so that it tracks the body.
+    page: bool,
+    body: bool,
+    uncertain: bool,
+    unreadable: bool,
+    stray_template_end: bool,
+}
+
+impl Tree {
+    /// `page`: the stack starts at the document; else inside an HTML
+    /// element (a fragment's slot, a `template`'s content).
+    pub(crate) fn new(page: bool) -> Tree {
+        Tree {
+            stack: Vec::new(),
+            page,
+            body: false,
+            uncertain: false,
+            unreadable: false,
+            stray_template_end: false,
+        }
+    }
+
+    pub(crate) fn stack(&self) -> &[El] {
+        &self.stack
+    }
+
+    /// The body is open (page only: explicit or implied).
+    pub(crate) fn body(&self) -> bool {
+        self.body
+    }
+
+    pub(crate) fn uncertain(&self) -> bool {
+        self.uncertain
+    }
+
+    /// A `meta` declared an encoding whose bytes the tracker cannot read
+    /// as the browser will (`crate::charset`).
+    pub(crate) fn unreadable(&self) -> bool {
+        self.unreadable
+    }
+
+    pub(crate) fn stray_template_end(&self) -> bool {
+        self.stray_template_end
+    }
+
+    /// The current node is a foreign element: `<![CDATA[` opens a CDATA
+    /// section (§13.2.5.42).
+    pub(crate) fn foreign_current(&self) -> bool {
+        self.stack.last().is_some_and(|e| e.ns != Ns::Html)
+    }
+
+    /// Whether text that is not white space would open the body: a page
+    /// before its body, with no template open.
+    pub(crate) fn text_opens_body(&self) -> bool {
+        self.page && !self.body && self.stack.is_empty()
+    }
+
+    /// Text that is not white space came in the data state.
+    pub(crate) fn text(&mut self) {
+        if self.text_opens_body() {
+            self.body = true;
+        }
+    }
+
+    /// Whether a start tag named `name` goes by the HTML rules here (the
+    /// tree construction dispatcher, §13.2.6), not those of foreign
+    /// content.
+    fn html_rules(&self, name: &Name) -> bool {
+        let Some(cur) = self.stack.last() else {
+            return true;
+        };
+        cur.ns == Ns::Html
+            || cur.html_ip
+            || (cur.mathml_text_ip() && !name.is_any(&[b"mglyph", b"malignmark"]))
+            || (cur.ns == Ns::MathMl && cur.name.is(b"annotation-xml") && name.is(b"svg"))
+    }
+
+    /// How many elements stay once foreign elements are closed up to an
+    /// HTML element or an integration point.
+    fn breakout_keep(&self) -> usize {
+        self.stack
+            .iter()
+            .rposition(|e| e.ns == Ns::Html || e.html_ip || e.mathml_text_ip())
+            .map_or(0, |k| k + 1)
+    }
+
+    /// What the start tag `t` does.
+    pub(crate) fn plan_start(&self, t: &StartTag) -> StartPlan {
+        let name = &t.name;
+        let mut plan = StartPlan {
+            keep: self.stack.len(),
+            push: None,
+            mode: TextMode::Data,
+            body: false,
+            uncertain: false,
+            unreadable: false,
+        };
+        if !self.html_rules(name) {
+            let breakout = name.is_any(BREAKOUT) || (name.is(b"font") && t.font_attrs);
+            if !breakout {
+                // A foreign element of the current node's namespace.
+                let ns = self.stack.last().map_or(Ns::Html, |e| e.ns);
+                let html_ip = match ns {
+                    Ns::Svg => name.is_any(&[b"foreignobject", b"desc", b"title"]),
+                    Ns::MathMl if name.is(b"annotation-xml") => match t.html_encoding {
+                        Some(html) => html,
+                        None => {
+                            plan.uncertain = true;
+                            false
+                        }
+                    },
+                    _ => false,
+                };
+                if !t.self_closing {
+                    plan.push = Some(El::new(*name, ns, html_ip));
+                }
+                return self.checked(plan);
+            }
+            plan.keep = self.breakout_keep();
+        }
+        let stack = &self.stack[..plan.keep];
+        plan.unreadable = name.is(b"meta") && t.charset == Charset::Unreadable;
+        if self.page && name.is_any(HEAD_CONTENT) {
+            if name.is(b"body") && stack.is_empty() {
+                plan.body = !self.body;
+            }
+            if name.is(b"frameset") {
+                plan.uncertain = true;
+            }
+        } else if self.page && !self.body && stack.is_empty() {
+            plan.body = true;
+        }
+        // html, head and body open nothing the tracker needs: inside a
+        // page's body or a template they are ignored, before it they are
+        // what `body` says.
+        if name.is_any(&[b"html", b"head", b"body"]) {
+            return self.checked(plan);
+        }
+        let in_select = stack
+            .iter()
+            .rposition(|e| e.ns == Ns::Html && e.name.is(b"select"))
+            .is_some_and(|s| !stack[s..].iter().any(|e| e.name.is(b"template")));
+        if in_select && name.is_any(SELECT_SPLIT) {
+            plan.uncertain = true;
+        }
+        if name.is(b"frameset") {
+            plan.uncertain = true;
+            return self.checked(plan);
+        }
+        if name.is(b"svg") || name.is(b"math") {
+            let ns = if name.is(b"svg") { Ns::Svg } else { Ns::MathMl };
+            if !t.self_closing {
+                plan.push = Some(El::new(*name, ns, false));
+            }
+            return self.checked(plan);
+        }
+        if !in_select && name.is_any(CLOSES_P) {
+            // "Close a p element" when one is in button scope.
+            for (k, e) in stack.iter().enumerate().rev() {
+                if e.ns == Ns::Html && e.name.is(b"p") {
+                    plan.keep = k;
+                    break;
+                }
+                if e.scope_boundary() || (e.ns == Ns::Html && e.name.is(b"button")) {
+                    break;
+                }
+            }
+        } else if name.is_any(CLOSES_SIBLING)
+            && stack
+                .last()
+                .is_some_and(|top| top.ns == Ns::Html && top.name.same(name))
+        {
+            plan.keep -= 1;
+        }
+        if name.is_any(VOID) {
+            return self.checked(plan);
+        }
+        plan.mode = if name.is(b"script") {
+            TextMode::Script
+        } else if name.is_any(&[
+            b"style",
+            b"xmp",
+            b"iframe",
+            b"noembed",
+            b"noframes",
+            b"noscript",
+        ]) {
+            TextMode::Rawtext
+        } else if name.is_any(&[b"textarea", b"title"]) {
+            TextMode::Rcdata
+        } else if name.is(b"plaintext") {
+            TextMode::Plaintext
+        } else {
+            TextMode::Data
+        };
+        plan.push = Some(El::new(*name, Ns::Html, false));
+        self.checked(plan)
+    }
+
+    /// `plan`, uncertain if it would go past [`MAX_DEPTH`].
+    fn checked(&self, mut plan: StartPlan) -> StartPlan {
+        if plan.push.is_some() && plan.keep >= MAX_DEPTH {
+            plan.uncertain = true;
+            plan.push = None;
+        }
+        plan
+    }
+
+    pub(crate) fn apply_start(&mut self, plan: &StartPlan) {
+        self.stack.truncate(plan.keep);
+        if let Some(el) = plan.push {
+            self.stack.push(el);
+        }
+        self.body |= plan.body;
+        self.uncertain |= plan.uncertain;
+        self.unreadable |= plan.unreadable;
+    }
+
+    /// What the end tag `name` does.
+    pub(crate) fn plan_end(&self, name: &Name) -> EndPlan {
+        let mut top = self.stack.len();
+        if self.foreign_current() {
+            if name.is_any(&[b"br", b"p"]) {
+                // A breakout: the foreign elements close first.
+                top = self.breakout_keep();
+            } else {
+                // The nearest foreign element of that name before the
+                // first HTML element; else the HTML rules, over the whole
+                // stack.
+                for (k, e) in self.stack.iter().enumerate().rev() {
+                    if e.ns == Ns::Html {
+                        break;
+                    }
+                    if e.name.same(name) {
+                        return EndPlan {
+                            keep: Some(k),
+                            stray_template: false,
+                        };
+                    }
+                }
+            }
+        }
+        self.plan_html_end(name, top)
+    }
+
+    /// An end tag by the HTML rules ("in body", §13.2.6.4.7), over the
+    /// first `top` elements.
+    fn plan_html_end(&self, name: &Name, top: usize) -> EndPlan {
+        let stack = &self.stack[..top];
+        let closes = |keep: usize| EndPlan {
+            keep: Some(keep),
+            stray_template: false,
+        };
+        let nothing = EndPlan {
+            keep: (top < self.stack.len()).then_some(top),
+            stray_template: false,
+        };
+        let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
+        if name.is(b"template") {
+            return match stack.iter().rposition(|e| html(e, b"template")) {
+                Some(k) => closes(k),
+                None => EndPlan {
+                    stray_template: true,
+                    ..nothing
+                },
+            };
+        }
+        if name.is_any(&[b"body", b"html", b"br", b"form"]) {
+            // `</form>` takes the form out of the stack but leaves what
+            // is inside it open: kept open here.
+            return nothing;
+        }
+        // The elements closed "by scope": the nearest of that name (any
+        // heading for a heading) unless a scope boundary comes first
+        // (§13.2.4.2); then everything after it closes.
+        let scope: Option<&[&[u8]]> = if name.is(b"p") {
+            Some(&[b"button"])
+        } else if name.is(b"li") {
+            Some(&[b"ol", b"ul"])
+        } else if name.is_any(HEADINGS) || name.is_any(BLOCK_END) {
+            Some(&[])
+        } else {
+            None
+        };
+        if let Some(extra) = scope {
+            let heading = name.is_any(HEADINGS);
+            let target = |e: &El| {
+                e.ns == Ns::Html
+                    && if heading {
+                        e.name.is_any(HEADINGS)
+                    } else {
+                        e.name.same(name)
+                    }
+            };
+            for (k, e) in stack.iter().enumerate().rev() {
+                if target(e) {
+                    return closes(k);
+                }
+                if e.scope_boundary() || (e.ns == Ns::Html && e.name.is_any(extra)) {
+                    break;
+                }
+            }
+            return nothing;
+        }
+        if name.is_any(FORMATTING) {
+            // The adoption agency (§13.2.6.4.7): closed when nothing
+            // special came after it; otherwise the tree is rearranged and
+            // the tracker keeps it open.
+            for (k, e) in stack.iter().enumerate().rev() {
+                if e.ns == Ns::Html && e.name.same(name) {
+                    return if stack[k + 1..].iter().any(El::special) {
+                        nothing
+                    } else {
+                        closes(k)
+                    };
+                }
+                if e.scope_boundary() {
+                    break;
+                }
+            }
+            return nothing;
+        }
+        // Any other end tag: the nearest of that name, unless a special
+        // element comes first.
+        for (k, e) in stack.iter().enumerate().rev() {
+            if e.ns == Ns::Html && e.name.same(name) {
+                return closes(k);
+            }
+            if e.special() {
+                break;
+            }
+        }
+        nothing
+    }
+
+    pub(crate) fn apply_end(&mut self, plan: &EndPlan) {
+        if let Some(keep) = plan.keep {
+            self.stack.truncate(keep);
+        }
+        self.stray_template_end |= plan.stray_template;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(tree: &mut Tree, name: &str) -> TextMode {
+        let plan = tree.plan_start(&StartTag {
+            name: Name::of(name.as_bytes()),
+            self_closing: false,
+            font_attrs: false,
+            html_encoding: Some(false),
+            charset: Charset::None,
+        });
+        tree.apply_start(&plan);
+        plan.mode
+    }
+
+    fn end(tree: &mut Tree, name: &str) {
+        let plan = tree.plan_end(&Name::of(name.as_bytes()));
+        tree.apply_end(&plan);
+    }
+
+    fn names(tree: &Tree) -> Vec<String> {
+        tree.stack()
+            .iter()
+            .map(|e| String::from_utf8_lossy(e.name.as_slice()).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn foreign_content_has_no_raw_text_until_an_integration_point() {
+        let mut t = Tree::new(false);
+        start(&mut t, "svg");
+        assert_eq!(start(&mut t, "style"), TextMode::Data);
+        end(&mut t, "style");
+        start(&mut t, "foreignobject");
+        assert_eq!(start(&mut t, "style"), TextMode::Rawtext);
+        end(&mut t, "style");
+        end(&mut t, "foreignobject");
+        start(&mut t, "g");
+        // A breakout tag closes the svg.
+        start(&mut t, "div");
+        assert_eq!(names(&t), ["div"]);
+        let mut m = Tree::new(false);
+        start(&mut m, "math");
+        start(&mut m, "mtext");
+        assert_eq!(start(&mut m, "textarea"), TextMode::Rcdata);
+    }
+
+    #[test]
+    fn end_tags_stop_at_special_elements_but_template_ends_do_not() {
+        let mut t = Tree::new(false);
+        for n in ["span", "svg", "foreignobject", "div"] {
+            start(&mut t, n);
+        }
+        end(&mut t, "svg");
+        assert_eq!(names(&t).len(), 4, "</svg> inside HTML content is ignored");
+        end(&mut t, "span");
+        assert_eq!(names(&t).len(), 4, "the div is special");
+        start(&mut t, "template");
+        start(&mut t, "div");
+        end(&mut t, "template");
+        assert_eq!(names(&t), ["span", "svg", "foreignobject", "div"]);
+        end(&mut t, "template");
+        assert!(t.stray_template_end());
+        let mut s = Tree::new(false);
+        start(&mut s, "svg");
+        start(&mut s, "template");
+        end(&mut s, "template");
+        assert_eq!(names(&s), ["svg"], "an SVG template closes by its name");
+    }
+
+    #[test]
+    fn the_page_body_opens_by_tag_or_by_text() {
+        let mut t = Tree::new(true);
+        start(&mut t, "html");
+        start(&mut t, "head");
+        start(&mut t, "title");
+        end(&mut t, "title");
+        start(&mut t, "meta");
+        assert!(!t.body());
+        start(&mut t, "main");
+        assert!(t.body());
+        let mut u = Tree::new(true);
+        assert!(u.text_opens_body());
+        u.text();
+        assert!(u.body());
+    }
+
+    #[test]
+    fn browsers_disagree_inside_select_and_on_framesets() {
+        let mut t = Tree::new(false);
+        start(&mut t, "select");
+        start(&mut t, "option");
+        assert!(!t.uncertain());
+        start(&mut t, "style");
+        assert!(t.uncertain());
+        let mut f = Tree::new(true);
+        start(&mut f, "frameset");
+        assert!(f.uncertain());
+    }
+}
