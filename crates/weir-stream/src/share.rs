@@ -893,10 +893,15 @@ impl<S> State<S> {
         });
         self.pulled_bytes += len;
         self.pulled_chunks += chunks;
+        let drop_oldest = config.policy == Backpressure::DropOldest;
+        if !drop_oldest && self.attached == self.primaries {
+            // No secondary to detach and no primary to move: under the
+            // other policies a primary never pulls past a full ring.
+            return;
+        }
         let floor = self.floor(config);
         // A secondary level with the slowest primary holds nothing extra.
         let secondary_floor = self.slowest(true).map_or(floor, |p| floor.min(p));
-        let drop_oldest = config.policy == Backpressure::DropOldest;
         let mut lagged = Vec::new();
         for (id, slot) in self.cursors.iter_mut().enumerate() {
             if let Some(cursor) = slot
