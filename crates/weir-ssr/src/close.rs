@@ -49,7 +49,7 @@ impl OpenElements {
     /// which the tracker could not go on stops it (see
     /// [`OpenElements::take_refusals`]).
     pub(crate) fn guarded() -> OpenElements {
-        OpenElements::with(Tree::new(false), Tokenizer::new(true))
+        OpenElements::with(Tree::template_content(), Tokenizer::new(true))
     }
 
     fn with(tree: Tree, tokens: Tokenizer) -> OpenElements {
@@ -102,6 +102,12 @@ impl OpenElements {
     /// what a browser does from here on.
     pub(crate) fn uncertain(&self) -> bool {
         self.tree.uncertain()
+    }
+
+    /// Whether the browser is, for now, in a mode where Weir's markup
+    /// would move what follows (`Tree::unsettled`).
+    pub(crate) fn unsettled(&self) -> bool {
+        self.tree.unsettled()
     }
 
     /// A `meta` declared an encoding the tracker cannot read

@@ -259,6 +259,16 @@ mod tests {
             "<plaintext>",
             "<select><style>",
             "<frameset>",
+            // The second review (F2): the browser parses these differently
+            // inside Weir's template, and ends in a comment, raw text or
+            // CDATA.
+            "<col><style><!--</style>",
+            "<col><script><!--</script>",
+            "<form><svg></form><xmp>",
+            "<svg><desc><tbody><![CDATA[<br>",
+            // F5: a charset declared in content could re-decode the page.
+            "<p>Great kayak!<meta charset=\"iso-2022-jp\">\u{1b}$B</p>",
+            "<meta http-equiv=content-type content=\"text/html; charset=utf-8\">",
         ] {
             let c = content(&["<p class=async>x</p>", ending]);
             assert!(!c.may_end(), "{ending:?}");
@@ -272,6 +282,9 @@ mod tests {
             "<a x\"y>t",
             "<!-- a --!>",
             "<!-->",
+            "<tr><td>row</td></tr>",
+            "<table><colgroup><col></colgroup><tr><td>x</td></tr></table>",
+            "<meta name=description content=x>",
         ] {
             assert!(content(&[fine]).may_end(), "{fine:?}");
         }
@@ -301,6 +314,11 @@ mod tests {
         );
         assert_eq!(at_point(&["x<plain", "text>y<p>z"]), "x");
         assert_eq!(at_point(&["x<select><style>y"]), "x<select>");
+        assert_eq!(at_point(&["<p>a</p><col><style><!--"]), "<p>a</p>");
+        assert_eq!(
+            at_point(&["<p>k<meta charset=iso-2022-jp>", "x</p>"]),
+            "<p>kx</p>"
+        );
         assert_eq!(
             at_point(&["<svg><template><foreignObject><div>"]),
             "<svg><template><foreignObject><div></div></foreignobject></template>"

@@ -22,10 +22,15 @@
 //!   that does not belong in the head);
 //! - and not right after a `&` that may start a character reference.
 //!
+//! - not where text is table text (the current node a `table`, `tbody`,
+//!   `thead`, `tfoot` or `tr`), in a column group after a `<col>`, or
+//!   after `</body>` or `</html>` (`Tree::unsettled`): there the white
+//!   space, `col`s or comments that follow would land elsewhere.
+//!
 //! A `<template>…</template><script>…</script>` put there is parsed as
-//! exactly that (§13.2.6.4.7: "in body", "in table" and "in row" alike
-//! take `template` and `script` by the "in head" rules) and leaves the
-//! parser where it was.
+//! exactly that (§13.2.6.4.7: "in body" and "in cell" take `template`
+//! and `script` by the "in head" rules) and leaves the parser where it
+//! was.
 //!
 //! At an async point (right before `</body>`, or at the end of the
 //! template), the page is followed by markup of Weir's, not by more of its
@@ -63,6 +68,10 @@ const UNSAFE_INSIDE: &[&[u8]] = &[
     b"noscript",
     b"plaintext",
 ];
+
+/// Where text is "table text" (§13.2.6.4.10): white space on either side
+/// of Weir's markup would be kept or moved apart from the text next to it.
+const TABLE_TEXT: &[&[u8]] = &[b"table", b"tbody", b"thead", b"tfoot", b"tr"];
 
 fn unsafe_inside(e: &El) -> bool {
     e.ns != Ns::Html || e.name.is_any(UNSAFE_INSIDE)
@@ -144,6 +153,11 @@ impl PageCursor {
         self.tracker.in_text()
             && !self.tracker.uncertain()
             && !self.tracker.stack().iter().any(unsafe_inside)
+            && !self
+                .tracker
+                .stack()
+                .last()
+                .is_some_and(|e| e.name.is_any(TABLE_TEXT))
     }
 
     /// Whether a `meta` of the page declared an encoding whose bytes the
@@ -157,7 +171,10 @@ impl PageCursor {
     /// Whether the output so far ends at a safe point (see the module).
     pub(crate) fn is_safe(&mut self) -> bool {
         self.tracker.feed_held();
-        self.plain() && self.tracker.body() && !self.tail.in_reference()
+        self.plain()
+            && self.tracker.body()
+            && !self.tracker.unsettled()
+            && !self.tail.in_reference()
     }
 
     /// Whether Weir's markup may follow the output at an async point (see
@@ -203,7 +220,7 @@ mod tests {
     fn body_content_is_safe_and_the_rest_is_not() {
         assert!(page(&["<html><head></head><body><main><div class=slot>"]));
         assert!(page(&["<body><p>Price: ", "12 &amp; up "]));
-        assert!(page(&["<body><table><tr>"]));
+        assert!(page(&["<body><table><tr><td>"]));
         for unsafe_ in [
             "<html><head><title>x",
             "<html><head>",
@@ -223,11 +240,53 @@ mod tests {
             "<body><plaintext>",
             "<body><pre>",
             "<body><table><colgroup>",
+            // Table text: white space around Weir's markup would move.
+            "<body><table><tr>",
         ] {
             assert!(!page(&[unsafe_]), "{unsafe_:?}");
         }
         assert!(page(&["<body><svg><g/></svg><textarea>x</textarea>"]));
         assert!(page(&["<body><template><p>", "</p></template>"]));
+    }
+
+    /// The second review's page-side cases (F1, F3, F4 of issue 15), and
+    /// the modes where Weir's markup would move what follows: each is
+    /// unsafe where the tracker said safe before.
+    #[test]
+    fn the_page_is_unsafe_where_a_browser_closes_what_the_tracker_kept() {
+        for unsafe_ in [
+            // F1: `</table>` in a cell closes the `svg` in it; the tracker
+            // then read `<script>` as markup and `</svg>` as its end.
+            "<body><table><tr><td><svg></table><script>//</svg>",
+            "<body><table><tr><td><svg></table>",
+            "<body><table><tr><td><div><svg><foreignObject><p></table></p></foreignObject>",
+            // F3: "in body" ignores table parts; their end tags closed a
+            // `math` or `svg` the browser keeps.
+            "<body><td><math></td>",
+            "<body><caption><math></caption>",
+            "<body><td><svg></td><![CDATA[ x>",
+            "<body><div class=row><td>cell <svg><rect/></td>",
+            // F4: "in select" ignores these end tags.
+            "<body><div><select></div>",
+            "<body><p><select></p>",
+            "<body><h1><select></h2>",
+            "<body><div><select><option>x</div><xmp><!--</xmp>",
+            // "in column group" and "after body".
+            "<body><table><col>",
+            "<body><table><col> ",
+            "<body><p>x</p></body>",
+            "<body><p>x</p></html><html>",
+        ] {
+            assert!(!page(&[unsafe_]), "{unsafe_:?}");
+        }
+        for safe in [
+            "<body><table><col><tbody><tr><td>",
+            "<body><p>x</p></body><p>",
+            "<body><svg><g></g></svg><div>",
+            "<body><table><tr><td><svg></svg></td></tr></table>",
+        ] {
+            assert!(page(&[safe]), "{safe:?}");
+        }
     }
 
     /// The reviewers' page-side cases (A1, A2): each is unsafe where the

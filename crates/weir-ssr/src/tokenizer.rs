@@ -427,7 +427,7 @@ impl Tokenizer {
             let skip = match self.state {
                 State::Data => {
                     let n = memchr::memchr(b'<', rest).unwrap_or(rest.len());
-                    if tree.text_opens_body() && rest[..n].iter().any(|&b| !ws(b)) {
+                    if tree.wants_text() && rest[..n].iter().any(|&b| !ws(b)) {
                         tree.text();
                     }
                     n
@@ -889,6 +889,10 @@ impl Tokenizer {
                 });
                 return State::Data;
             }
+            if self.guarded && plan.uncertain {
+                self.refusals.push(Refusal::Stop { at: from });
+                return State::Stopped;
+            }
             tree.apply_end(&plan);
             self.raw_mode = TextMode::Data;
             return State::Data;
@@ -907,6 +911,16 @@ impl Tokenizer {
         if self.guarded && (plan.uncertain || plan.mode == TextMode::Plaintext) {
             self.refusals.push(Refusal::Stop { at: from });
             return State::Stopped;
+        }
+        if self.guarded && self.tag.is(b"meta") && self.attrs.meta_charset() != Charset::None {
+            // A page whose `Content-Type` names no charset takes the
+            // encoding from a `meta` in its first 1024 bytes wherever it
+            // stands (WHATWG HTML §13.2.3.2): async content declares none.
+            self.refusals.push(Refusal::Skip {
+                from,
+                to: self.pos + 1,
+            });
+            return State::Data;
         }
         tree.apply_start(&plan);
         self.raw_mode = plan.mode;

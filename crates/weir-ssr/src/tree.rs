@@ -35,12 +35,26 @@
 //!   space, and a start tag other than the head's (`base`, `link`, `meta`,
 //!   `script`, `style`, `template`, `title`, …).
 //!
+//! - *Table parts* (`caption`, `col`, `colgroup`, `tbody`, `thead`,
+//!   `tfoot`, `tr`, `td`, `th`): ignored, as "in body" ignores them,
+//!   unless a `table` is open or they stand at a template's top level
+//!   (where they switch the template's insertion mode, §13.2.6.4.18).
+//! - *Inside a `select`*: end tags other than `</select>`, `</option>`
+//!   and `</optgroup>` are ignored, as "in select" ignores them.
+//!
 //! Where browsers differ or the tracker cannot follow, it gives up for
 //! good (`uncertain`): `<frameset>`; inside an HTML `select`, the start
 //! tags that the classic "in select" mode ignores and the newer select
-//! parsing honours (`style`, `title`, `svg`, `math`, `plaintext`, …);
-//! `annotation-xml` whose `encoding` holds a character reference; more
-//! than [`MAX_DEPTH`] open elements.
+//! parsing honours (`style`, `title`, `svg`, `math`, `plaintext`, …), and
+//! an end tag for an element opened inside it; `annotation-xml` whose
+//! `encoding` holds a character reference; in foreign content, an end tag
+//! that matches no foreign element before the first HTML one (the
+//! insertion mode decides what it closes: `</table>` in a cell closes the
+//! `svg` in it); an end tag the "in body" rules ignore while an element of
+//! its name is open under a foreign element; `col` or `colgroup` at a
+//! template's top level ("in column group" ignores `<style>` and
+//! `<script>`); more than [`MAX_DEPTH`] open elements. Each was found by
+//! comparing the tracker with an HTML5 parser (issue 15's reviews).
 
 use crate::name::Name;
 use crate::tokenizer::Charset;
@@ -399,6 +413,20 @@ const CLOSES_P: &[&[u8]] = &[
     b"hr",
 ];
 
+/// The table parts: "in body" ignores these start tags (§13.2.6.4.7);
+/// a table or a template's top level gives them meaning.
+const TABLE_PARTS: &[&[u8]] = &[
+    b"caption",
+    b"col",
+    b"colgroup",
+    b"tbody",
+    b"thead",
+    b"tfoot",
+    b"tr",
+    b"td",
+    b"th",
+];
+
 /// Start tags that close an open element of the same kind at the top.
 const CLOSES_SIBLING: &[&[u8]] = &[b"li", b"p", b"dt", b"dd", b"option", b"tr", b"td", b"th"];
 
@@ -430,6 +458,10 @@ pub(crate) struct StartPlan {
     pub uncertain: bool,
     /// A `meta` declares an encoding whose bytes the tracker cannot read.
     pub unreadable: bool,
+    /// A `col` in a table: "in column group" until the next tag or text.
+    pub column_group: bool,
+    /// An `html` start tag: no mode changes ("after body" stays).
+    pub inert: bool,
 }
 
 /// What an end tag does to the stack.
@@ -440,6 +472,10 @@ pub(crate) struct EndPlan {
     /// A `</template>` with no HTML `template` open: inside a template of
     /// the page's, it would close that one.
     pub stray_template: bool,
+    /// The tracker cannot tell what a browser closes (see [`Tree::plan_end`]).
+    pub uncertain: bool,
+    /// A page's `</body>` or `</html>` ("after body", §13.2.6.4.19).
+    pub after_body: bool,
 }
 
 /// The open elements and what they imply.
@@ -449,10 +485,20 @@ pub(crate) struct Tree {
     /// Whether this follows a whole page (else the inside of an element:
     /// a fragment or a template's content), so that it tracks the body.
     page: bool,
+    /// Whether the stack starts inside a `template` (Weir's, around async
+    /// content): at its top level, the table parts switch its insertion
+    /// mode (§13.2.6.4.18) instead of being ignored.
+    template: bool,
     body: bool,
     uncertain: bool,
     unreadable: bool,
     stray_template_end: bool,
+    /// The browser is, until the next tag or text, in a mode where markup
+    /// of Weir's would move what follows: "in column group" after a `<col>`
+    /// in a table (a later `<col>` would get a `colgroup` of its own),
+    /// "after body" after `</body>` or `</html>` (a comment would move
+    /// into the body).
+    unsettled: bool,
 }
 
 impl Tree {
@@ -462,10 +508,20 @@ impl Tree {
         Tree {
             stack: Vec::new(),
             page,
+            template: false,
             body: false,
             uncertain: false,
             unreadable: false,
             stray_template_end: false,
+            unsettled: false,
+        }
+    }
+
+    /// The inside of a `template` element (async content in Weir's own).
+    pub(crate) fn template_content() -> Tree {
+        Tree {
+            template: true,
+            ..Tree::new(false)
         }
     }
 
@@ -504,11 +560,23 @@ impl Tree {
         self.page && !self.body && self.stack.is_empty()
     }
 
+    /// See the field: Weir's markup may not go here for now.
+    pub(crate) fn unsettled(&self) -> bool {
+        self.unsettled
+    }
+
+    /// Whether text that is not white space would change what the tree
+    /// knows ([`Tree::text`]).
+    pub(crate) fn wants_text(&self) -> bool {
+        self.unsettled || self.text_opens_body()
+    }
+
     /// Text that is not white space came in the data state.
     pub(crate) fn text(&mut self) {
         if self.text_opens_body() {
             self.body = true;
         }
+        self.unsettled = false;
     }
 
     /// Whether a start tag named `name` goes by the HTML rules here (the
@@ -543,6 +611,8 @@ impl Tree {
             body: false,
             uncertain: false,
             unreadable: false,
+            column_group: false,
+            inert: name.is(b"html"),
         };
         if !self.html_rules(name) {
             let breakout = name.is_any(BREAKOUT) || (name.is(b"font") && t.font_attrs);
@@ -602,6 +672,32 @@ impl Tree {
                 plan.push = Some(El::new(*name, ns, false));
             }
             return self.checked(plan);
+        }
+        if name.is_any(TABLE_PARTS) {
+            let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
+            let from = stack
+                .iter()
+                .rposition(|e| html(e, b"template"))
+                .map_or(0, |t| t + 1);
+            let table_open = stack[from..].iter().any(|e| html(e, b"table"));
+            plan.column_group = table_open && name.is(b"col");
+            if !table_open {
+                let template_top = match stack.last() {
+                    Some(top) => html(top, b"template"),
+                    None => self.template,
+                };
+                if !template_top {
+                    // "In body" ignores them (§13.2.6.4.7): pushing one
+                    // would let its end tag close a `svg` the browser keeps.
+                    return self.checked(plan);
+                }
+                if name.is_any(&[b"col", b"colgroup"]) {
+                    // "In column group" ignores `<style>`, `<script>`, …
+                    // (§13.2.6.4.12): the tracker does not follow that mode.
+                    plan.uncertain = true;
+                    return self.checked(plan);
+                }
+            }
         }
         if !in_select && name.is_any(CLOSES_P) {
             // "Close a p element" when one is in button scope.
@@ -663,6 +759,7 @@ impl Tree {
         self.body |= plan.body;
         self.uncertain |= plan.uncertain;
         self.unreadable |= plan.unreadable;
+        self.unsettled = plan.column_group || (plan.inert && self.unsettled);
     }
 
     /// What the end tag `name` does.
@@ -684,12 +781,40 @@ impl Tree {
                         return EndPlan {
                             keep: Some(k),
                             stray_template: false,
+                            uncertain: false,
+                            after_body: false,
                         };
                     }
                 }
+                // Else the rules of the current insertion mode, which the
+                // tracker follows only for "in body": in a cell `</table>`
+                // closes the cell and the `svg` in it (§13.2.6.4.15); in a
+                // template `</form>` pops up to the form. Only the end
+                // tags every mode handles alike are followed.
+                if !name.is_any(&[b"template", b"body", b"html"]) {
+                    return EndPlan {
+                        keep: None,
+                        stray_template: false,
+                        uncertain: true,
+                        after_body: false,
+                    };
+                }
             }
         }
-        self.plan_html_end(name, top)
+        let mut plan = self.plan_html_end(name, top);
+        // The tracker closes nothing, yet an element of that name is open
+        // under a foreign element: a table mode or a template may close it
+        // and the foreign element with it, where "in body" does not.
+        if !plan.stray_template && plan.keep.is_none_or(|k| k >= top) {
+            let stack = &self.stack[..top];
+            if let Some(f) = stack.iter().rposition(|e| e.ns != Ns::Html) {
+                let heading = name.is_any(HEADINGS);
+                plan.uncertain = stack[..f].iter().any(|e| {
+                    e.ns == Ns::Html && (e.name.same(name) || (heading && e.name.is_any(HEADINGS)))
+                });
+            }
+        }
+        plan
     }
 
     /// An end tag by the HTML rules ("in body", §13.2.6.4.7), over the
@@ -699,10 +824,14 @@ impl Tree {
         let closes = |keep: usize| EndPlan {
             keep: Some(keep),
             stray_template: false,
+            uncertain: false,
+            after_body: false,
         };
         let nothing = EndPlan {
             keep: (top < self.stack.len()).then_some(top),
             stray_template: false,
+            uncertain: false,
+            after_body: false,
         };
         let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
         if name.is(b"template") {
@@ -714,7 +843,26 @@ impl Tree {
                 },
             };
         }
-        if name.is_any(&[b"body", b"html", b"br", b"form"]) {
+        // Inside a `select`, "in select" ignores every end tag but its own
+        // and `option`'s and `optgroup`'s (§13.2.6.4.16); the newer select
+        // parsing may close an element opened inside it: then the tracker
+        // cannot tell.
+        if let Some(s) = stack.iter().rposition(|e| html(e, b"select"))
+            && !stack[s..].iter().any(|e| html(e, b"template"))
+            && !name.is_any(&[b"select", b"option", b"optgroup"])
+        {
+            return EndPlan {
+                uncertain: stack[s + 1..].iter().any(|e| e.name.same(name)),
+                ..nothing
+            };
+        }
+        if name.is_any(&[b"body", b"html"]) {
+            return EndPlan {
+                after_body: self.page,
+                ..nothing
+            };
+        }
+        if name.is_any(&[b"br", b"form"]) {
             // `</form>` takes the form out of the stack but leaves what
             // is inside it open: kept open here.
             return nothing;
@@ -787,6 +935,8 @@ impl Tree {
             self.stack.truncate(keep);
         }
         self.stray_template_end |= plan.stray_template;
+        self.uncertain |= plan.uncertain;
+        self.unsettled = plan.after_body;
     }
 }
 

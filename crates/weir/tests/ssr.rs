@@ -824,6 +824,59 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     assert_eq!(got, want);
 }
 
+/// Issue 15, second review (F1, F2): `</table>` in a cell closes the
+/// `svg` in it, so `<script>` after it is a script and `</svg>` inside it
+/// is script text; and async content that ends in a comment only inside
+/// a template (`<col>` puts the template in "in column group", which
+/// ignores `<style>`). Weir stops following the page at `</table>`: the
+/// review keeps its inline markup, never runs as script, and the other
+/// async fragment never takes the page after it with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_chromium_async_content_never_lands_in_a_script_after_a_table_closed_an_svg() {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
+        return;
+    };
+    let root = tempfile::tempdir().expect("origin root");
+    let fragments = root.path().join("fragments");
+    std::fs::create_dir(&fragments).expect("fragments dir");
+    // Cut after its first line by `chunks=2&lines=1`: inside the script.
+    std::fs::write(
+        fragments.join("legacy.html"),
+        "<table><tr><td><svg><circle r=1></table><script>//</svg>\n\
+         console.log(1)</script><p id=more>more</p>\n",
+    )
+    .expect("legacy");
+    std::fs::write(
+        fragments.join("review.html"),
+        "<div class=review>Great kayak!\n\
+         document.documentElement.dataset.pwn=document.domain//</div>",
+    )
+    .expect("review");
+    std::fs::write(fragments.join("cols.html"), "<col><style><!--</style>").expect("cols");
+    let origin = start_origin_at(root.path()).await;
+    let template = "<!doctype html><html><head><title>t</title></head><body>\
+                    <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
+                    <div id=c><fragment src=\"/fragment/cols\" async><p>cols</p></fragment></div>\
+                    <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\
+                    <p id=sentinel>S</p></body></html>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, raw) = page(&proxy, "/").await;
+    let raw = untoken(&raw);
+    assert!(!raw.contains("<template id=\"weir-async-0\">"), "{raw}");
+    let got = dom(&chromium, proxy.url("/")).await;
+    assert!(!got.contains("data-pwn"), "the review ran as script: {got}");
+    assert!(
+        got.contains("id=\"more\"") && got.contains("id=\"sentinel\""),
+        "{got}"
+    );
+    assert!(
+        got.contains("loading"),
+        "the review keeps its inline markup: {got}"
+    );
+}
+
 /// Issue 15, A1: an in-order fragment cut right after the inner
 /// `</script>` of `<script><!-- … <script></script>` is still inside the
 /// script (script data double escaped, WHATWG HTML §13.2.5.27); Weir
