@@ -209,6 +209,9 @@ impl Reloader {
     async fn apply(&self, current: &mut Config) -> Result<ReloadSummary, ReloadError> {
         let mut config = (self.source)()?;
         self.resolve_embedded(&mut config)?;
+        for w in config.warnings() {
+            tracing::warn!(target: "weir::reload", "config reload: {w}");
+        }
         for key in restart_only(current, &config) {
             tracing::warn!(
                 target: "weir::reload",

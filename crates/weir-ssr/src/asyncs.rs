@@ -100,6 +100,15 @@ struct Entry {
 }
 
 impl Entry {
+    /// The fragment failed to the inline markup its placeholder shows:
+    /// nothing of it goes out, and no script (the fallback stays).
+    fn keep_inline(&mut self) {
+        self.whole = true;
+        self.in_order = true;
+        self.ended = true;
+        self.moved = self.pieces;
+    }
+
     fn mover_due(&self) -> bool {
         self.placeholder_sent
             && !self.in_order
@@ -235,6 +244,7 @@ impl Asyncs {
         }
         let mut ready = Vec::new();
         let mut due = false;
+        let mut finished = Vec::new();
         for (k, e) in self.list.iter_mut().enumerate() {
             due |= e.mover_due();
             if e.whole || !e.early {
@@ -243,6 +253,11 @@ impl Asyncs {
             let Some(r) = reader(e.index) else {
                 continue;
             };
+            if r.keeps_inline() {
+                e.keep_inline();
+                finished.push(e.index);
+                continue;
+            }
             let (chunks, closed) = r.peek(e.fed, cx);
             for c in &chunks {
                 e.content.feed(c);
@@ -269,9 +284,8 @@ impl Asyncs {
         self.check_charset();
         let safe = self.cursor.as_mut().is_some_and(PageCursor::is_safe);
         if (ready.is_empty() && !due) || !safe {
-            return Vec::new();
+            return finished;
         }
-        let mut finished = Vec::new();
         for (k, last) in ready {
             let Some(e) = self.list.get_mut(k) else {
                 continue;
@@ -393,9 +407,13 @@ impl Asyncs {
             if !waiting(e) {
                 continue;
             }
-            any = true;
             let r = reader(e.index);
             if !r.is_none_or(|r| r.poll_ready(cx).is_ready()) {
+                any = true;
+                continue;
+            }
+            if r.is_some_and(SpoolReader::keeps_inline) {
+                e.keep_inline();
                 continue;
             }
             if r.is_none_or(SpoolReader::is_drained) {

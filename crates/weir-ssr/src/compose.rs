@@ -410,7 +410,7 @@ impl Core {
                 Piece::Warning(w) => {
                     tracing::warn!(
                         target: "weir::ssr", template = %self.level.base, depth = self.level.depth,
-                        "template: {w:?}"
+                        "template: {w}"
                     );
                 }
             }
@@ -455,7 +455,12 @@ impl Core {
                 timeout: false,
                 reason: failure.to_string(),
             });
-            writer.push_now(inc.fallback.clone());
+            if async_id.is_some() {
+                // Its placeholder shows the markup already.
+                writer.keep_inline();
+            } else {
+                writer.push_now(inc.fallback.clone());
+            }
             shared.observer.fragment(&FragmentEvent {
                 src: inc.src.as_deref().unwrap_or(""),
                 outcome: FragmentOutcome::Skipped,

@@ -259,20 +259,37 @@ mod tests {
             "<plaintext>",
             "<select><style>",
             "<frameset>",
-            // The second review (F2): the browser parses these differently
-            // inside Weir's template, and ends in a comment, raw text or
-            // CDATA.
-            "<col><style><!--</style>",
-            "<col><script><!--</script>",
             "<form><svg></form><xmp>",
             "<svg><desc><tbody><![CDATA[<br>",
             // F5: a charset declared in content could re-decode the page.
             "<p>Great kayak!<meta charset=\"iso-2022-jp\">\u{1b}$B</p>",
             "<meta http-equiv=content-type content=\"text/html; charset=utf-8\">",
+            // The third review (R1): the browser closed an element the
+            // tracker keeps, and its current node is foreign: CDATA.
+            "<svg><desc><select><input><![CDATA[>",
+            "<tr><svg><foreignObject><table><![CDATA[>",
+            "<math><mi><form></form><![CDATA[>",
+            "<svg><title><select><hr><select></select><![CDATA[>",
+            "<svg><foreignobject><select><b><select><![CDATA[>",
         ] {
             let c = content(&["<p class=async>x</p>", ending]);
             assert!(!c.may_end(), "{ending:?}");
         }
+        // The first start tag of the content sets the mode of Weir's
+        // template (§13.2.6.4.18).
+        for alone in [
+            // The second review (F2): "in column group" ignores `<style>`,
+            // so `<!--` opens a comment.
+            "<col><style><!--</style>",
+            "<col><script><!--</script>",
+            // A template whose first element is a cell is "in row": a
+            // `<td>` deeper down clears back to it.
+            "<th><math><mi><td><keygen><mglyph><iframe><applet>",
+        ] {
+            assert!(!content(&[alone]).may_end(), "{alone:?}");
+        }
+        // After a `<p>` the mode is "in body", which ignores `<col>`.
+        assert!(content(&["<p>x</p><col><style><!--</style>"]).may_end());
         for fine in [
             "<svg><g>",
             "<div><p>",
@@ -314,7 +331,7 @@ mod tests {
         );
         assert_eq!(at_point(&["x<plain", "text>y<p>z"]), "x");
         assert_eq!(at_point(&["x<select><style>y"]), "x<select>");
-        assert_eq!(at_point(&["<p>a</p><col><style><!--"]), "<p>a</p>");
+        assert_eq!(at_point(&["<col><style><!--", "<p>a</p>"]), "");
         assert_eq!(
             at_point(&["<p>k<meta charset=iso-2022-jp>", "x</p>"]),
             "<p>kx</p>"

@@ -192,6 +192,10 @@ pub(crate) async fn run(job: Job) {
     }
     let outcome = if job.include.fallback.is_empty() {
         FragmentOutcome::Empty
+    } else if job.key.is_async {
+        // Its placeholder shows the markup already.
+        job.writer.keep_inline();
+        FragmentOutcome::Inline
     } else if job
         .writer
         .write(Batch::one(job.include.fallback.clone()))

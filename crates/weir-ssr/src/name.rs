@@ -26,7 +26,6 @@ impl Name {
     };
 
     /// A name from its bytes.
-    #[cfg(test)]
     pub(crate) fn of(name: &[u8]) -> Name {
         let mut n = Name::EMPTY;
         for &b in name {

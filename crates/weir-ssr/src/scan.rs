@@ -156,6 +156,39 @@ pub enum ScanWarning {
     },
 }
 
+impl std::fmt::Display for ScanWarning {
+    /// One line for the log, offsets in bytes from the template's start.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScanWarning::TagTooLong { offset } => write!(
+                f,
+                "the include tag at byte {offset} is longer than max_tag_bytes: sent as text"
+            ),
+            ScanWarning::FallbackTooLong { offset } => write!(
+                f,
+                "the inline fallback of the fragment at byte {offset} is longer than \
+                 max_fallback_bytes: cut there"
+            ),
+            ScanWarning::Unterminated { offset, what } => {
+                write!(
+                    f,
+                    "the template ends inside the {what} that starts at byte {offset}"
+                )
+            }
+            ScanWarning::BadAttribute {
+                offset,
+                name,
+                value,
+            } => write!(
+                f,
+                "the include tag at byte {offset} has {name}=\"{value}\", which cannot be \
+                 used: ignored, the default applies (a timeout is \"500\" for ms, \"500ms\", \
+                 \"1.5s\" or \"2s\")"
+            ),
+        }
+    }
+}
+
 /// What the scanner emits, in document order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {

@@ -73,6 +73,9 @@ struct State {
     /// this fragment (it is at the head of its line).
     wanted: bool,
     wanted_waker: Option<Waker>,
+    /// The fragment failed to its inline fallback markup, which its
+    /// placeholder already shows (an `async` fragment): nothing to send.
+    inline: bool,
 }
 
 #[derive(Debug)]
@@ -185,6 +188,13 @@ pub(crate) struct SpoolWriter {
 }
 
 impl SpoolWriter {
+    /// The fragment ends with its inline fallback markup, which the slot
+    /// already holds (an `async` fragment's placeholder keeps it): the
+    /// page sends nothing for it, not even a mover script.
+    pub fn keep_inline(&self) {
+        self.shared.lock().inline = true;
+    }
+
     /// Reports the head (the first report wins).
     pub fn head(&self, head: Head) {
         let mut s = self.shared.lock();
@@ -344,6 +354,12 @@ impl SpoolReader {
     /// The page waits for this fragment (see [`SpoolWriter::wanted`]).
     pub fn want(&self) {
         self.shared.lock().want();
+    }
+
+    /// Whether the fragment ended with the inline markup its slot holds
+    /// ([`SpoolWriter::keep_inline`]).
+    pub fn keeps_inline(&self) -> bool {
+        self.shared.lock().inline
     }
 
     /// Whether the writer is done and every chunk was taken.

@@ -683,6 +683,18 @@ impl Tokenizer {
                     DeclIs::Comment => To(State::CommentStart),
                     DeclIs::Doctype => To(State::BogusComment),
                     DeclIs::Cdata if tree.foreign_current() => To(State::Cdata),
+                    DeclIs::Cdata if tree.foreign_open() => {
+                        // A browser that closed an element the tracker
+                        // keeps may have a foreign current node, where
+                        // this opens CDATA that only `]]>` ends.
+                        tree.give_up();
+                        if self.guarded {
+                            self.refusals.push(Refusal::Stop { at: self.tag_start });
+                            To(State::Stopped)
+                        } else {
+                            To(State::BogusComment)
+                        }
+                    }
                     DeclIs::Cdata => To(State::BogusComment),
                     // The bytes so far start a bogus comment; none is `>`.
                     DeclIs::Bogus => Again(State::BogusComment),

@@ -37,8 +37,13 @@
 //!
 //! - *Table parts* (`caption`, `col`, `colgroup`, `tbody`, `thead`,
 //!   `tfoot`, `tr`, `td`, `th`): ignored, as "in body" ignores them,
-//!   unless a `table` is open or they stand at a template's top level
-//!   (where they switch the template's insertion mode, §13.2.6.4.18).
+//!   unless a `table` is open or Weir's template is in a table mode (its
+//!   first start tag was one of them, §13.2.6.4.18). Then they clear the
+//!   stack back to their context first, as the table modes do (a cell and
+//!   all it holds close, foster-parented elements too); a `col` opens a
+//!   `colgroup`, which anything but `col`, `template` or white space
+//!   closes again; a `form` right in a table opens nothing; the table end
+//!   tags close by table scope whatever stands between.
 //! - *Inside a `select`*: end tags other than `</select>`, `</option>`
 //!   and `</optgroup>` are ignored, as "in select" ignores them.
 //!
@@ -51,9 +56,12 @@
 //! that matches no foreign element before the first HTML one (the
 //! insertion mode decides what it closes: `</table>` in a cell closes the
 //! `svg` in it); an end tag the "in body" rules ignore while an element of
-//! its name is open under a foreign element; `col` or `colgroup` at a
-//! template's top level ("in column group" ignores `<style>` and
-//! `<script>`); more than [`MAX_DEPTH`] open elements. Each was found by
+//! its name is open under a foreign element; `col` or `colgroup` as the
+//! first start tag of Weir's template ("in column group" ignores `<style>`
+//! and `<script>` there), a table part in a template of the content's own;
+//! `<![CDATA[` where the current node is HTML but a foreign element is
+//! open below it (a browser that closed what the tracker keeps opens
+//! CDATA there); more than [`MAX_DEPTH`] open elements. Each was found by
 //! comparing the tracker with an HTML5 parser (issue 15's reviews).
 
 use crate::name::Name;
@@ -92,6 +100,11 @@ pub(crate) struct El {
 impl El {
     fn new(name: Name, ns: Ns, html_ip: bool) -> El {
         El { name, ns, html_ip }
+    }
+
+    /// An HTML `colgroup`: "in column group" while it is the current node.
+    fn is_colgroup(&self) -> bool {
+        self.ns == Ns::Html && self.name.is(b"colgroup")
     }
 
     /// A MathML text integration point (§13.2.6.5).
@@ -324,6 +337,12 @@ const SELECT_SPLIT: &[&[u8]] = &[
     b"svg",
     b"math",
     b"frameset",
+    // The classic rules close the select on these; the newer select
+    // parsing keeps it open for some.
+    b"input",
+    b"keygen",
+    b"textarea",
+    b"select",
 ];
 
 /// End tags closed by scope in "in body" (§13.2.6.4.7), besides `p`,
@@ -427,6 +446,31 @@ const TABLE_PARTS: &[&[u8]] = &[
     b"th",
 ];
 
+/// Start tags "in template" takes by the "in head" rules, leaving its
+/// mode as it is (§13.2.6.4.18).
+const TEMPLATE_HEAD: &[&[u8]] = &[
+    b"base",
+    b"basefont",
+    b"bgsound",
+    b"link",
+    b"meta",
+    b"noframes",
+    b"script",
+    b"style",
+    b"template",
+    b"title",
+];
+
+/// Elements whose text is table text (§13.2.6.4.9): the "in table",
+/// "in table body" and "in row" modes.
+pub(crate) const TABLE_TEXT_PARENTS: &[&[u8]] = &[b"table", b"tbody", b"thead", b"tfoot", b"tr"];
+
+/// End tags the table modes close by table scope (§13.2.4.2), whatever
+/// stands between.
+const TABLE_END: &[&[u8]] = &[
+    b"table", b"tbody", b"thead", b"tfoot", b"tr", b"td", b"th", b"caption",
+];
+
 /// Start tags that close an open element of the same kind at the top.
 const CLOSES_SIBLING: &[&[u8]] = &[b"li", b"p", b"dt", b"dd", b"option", b"tr", b"td", b"th"];
 
@@ -458,10 +502,11 @@ pub(crate) struct StartPlan {
     pub uncertain: bool,
     /// A `meta` declares an encoding whose bytes the tracker cannot read.
     pub unreadable: bool,
-    /// A `col` in a table: "in column group" until the next tag or text.
-    pub column_group: bool,
     /// An `html` start tag: no mode changes ("after body" stays).
     pub inert: bool,
+    /// The first start tag at the top level of Weir's template sets its
+    /// insertion mode (§13.2.6.4.18): whether that mode is a table one.
+    pub root_table: Option<bool>,
 }
 
 /// What an end tag does to the stack.
@@ -494,11 +539,12 @@ pub(crate) struct Tree {
     unreadable: bool,
     stray_template_end: bool,
     /// The browser is, until the next tag or text, in a mode where markup
-    /// of Weir's would move what follows: "in column group" after a `<col>`
-    /// in a table (a later `<col>` would get a `colgroup` of its own),
-    /// "after body" after `</body>` or `</html>` (a comment would move
-    /// into the body).
+    /// of Weir's would move what follows: "after body", after `</body>` or
+    /// `</html>` (a comment would move into the body).
     unsettled: bool,
+    /// For a template's content: whether its first top-level start tag
+    /// put it in a table mode (`None`: none came yet).
+    root_table: Option<bool>,
 }
 
 impl Tree {
@@ -514,6 +560,7 @@ impl Tree {
             unreadable: false,
             stray_template_end: false,
             unsettled: false,
+            root_table: None,
         }
     }
 
@@ -568,7 +615,7 @@ impl Tree {
     /// Whether text that is not white space would change what the tree
     /// knows ([`Tree::text`]).
     pub(crate) fn wants_text(&self) -> bool {
-        self.unsettled || self.text_opens_body()
+        self.unsettled || self.text_opens_body() || self.stack.last().is_some_and(El::is_colgroup)
     }
 
     /// Text that is not white space came in the data state.
@@ -577,6 +624,21 @@ impl Tree {
             self.body = true;
         }
         self.unsettled = false;
+        if self.stack.last().is_some_and(El::is_colgroup) {
+            // It closes the colgroup (§13.2.6.4.12).
+            self.stack.pop();
+        }
+    }
+
+    /// Whether a foreign element is open anywhere: a browser whose tree
+    /// differs from the tracker's may have one as its current node.
+    pub(crate) fn foreign_open(&self) -> bool {
+        self.stack.iter().any(|e| e.ns != Ns::Html)
+    }
+
+    /// The tracker cannot tell what a browser does from here on.
+    pub(crate) fn give_up(&mut self) {
+        self.uncertain = true;
     }
 
     /// Whether a start tag named `name` goes by the HTML rules here (the
@@ -611,8 +673,8 @@ impl Tree {
             body: false,
             uncertain: false,
             unreadable: false,
-            column_group: false,
             inert: name.is(b"html"),
+            root_table: None,
         };
         if !self.html_rules(name) {
             let breakout = name.is_any(BREAKOUT) || (name.is(b"font") && t.font_attrs);
@@ -637,7 +699,21 @@ impl Tree {
             }
             plan.keep = self.breakout_keep();
         }
+        if self.stack[..plan.keep].last().is_some_and(El::is_colgroup)
+            && !name.is_any(&[b"col", b"template"])
+        {
+            // "In column group", anything else closes the colgroup first
+            // (§13.2.6.4.12).
+            plan.keep -= 1;
+        }
         let stack = &self.stack[..plan.keep];
+        if self.template
+            && self.root_table.is_none()
+            && stack.is_empty()
+            && !name.is_any(TEMPLATE_HEAD)
+        {
+            plan.root_table = Some(name.is_any(TABLE_PARTS));
+        }
         plan.unreadable = name.is(b"meta") && t.charset == Charset::Unreadable;
         if self.page && name.is_any(HEAD_CONTENT) {
             if name.is(b"body") && stack.is_empty() {
@@ -679,25 +755,80 @@ impl Tree {
                 .iter()
                 .rposition(|e| html(e, b"template"))
                 .map_or(0, |t| t + 1);
-            let table_open = stack[from..].iter().any(|e| html(e, b"table"));
-            plan.column_group = table_open && name.is(b"col");
-            if !table_open {
-                let template_top = match stack.last() {
-                    Some(top) => html(top, b"template"),
-                    None => self.template,
-                };
-                if !template_top {
-                    // "In body" ignores them (§13.2.6.4.7): pushing one
-                    // would let its end tag close a `svg` the browser keeps.
-                    return self.checked(plan);
-                }
-                if name.is_any(&[b"col", b"colgroup"]) {
-                    // "In column group" ignores `<style>`, `<script>`, …
-                    // (§13.2.6.4.12): the tracker does not follow that mode.
+            let table = stack[from..]
+                .iter()
+                .rposition(|e| html(e, b"table"))
+                .map(|t| t + from + 1);
+            // Clearing the stack back to a table context keeps this many
+            // elements: up to the table, or none at the top level of Weir's
+            // template when that is in a table mode.
+            let context = match table {
+                Some(keep) => Some(keep),
+                None if self.template && from == 0 => match self.root_table {
+                    // The first start tag at the top level sets the mode.
+                    None if name.is_any(&[b"col", b"colgroup"]) => {
+                        // "In column group" ignores `<style>`, `<script>`,
+                        // … (§13.2.6.4.12) where nothing closes the mode:
+                        // the tracker does not follow it there.
+                        plan.uncertain = true;
+                        return self.checked(plan);
+                    }
+                    None | Some(true) => Some(0),
+                    // "In body" ignores them.
+                    Some(false) => return self.checked(plan),
+                },
+                None if from > 0 => {
+                    // In a template of the content's own, whose mode the
+                    // tracker does not follow.
                     plan.uncertain = true;
                     return self.checked(plan);
                 }
+                // "In body" ignores them (§13.2.6.4.7): pushing one would
+                // let its end tag close a `svg` the browser keeps.
+                None => return self.checked(plan),
+            };
+            if let Some(keep) = context {
+                if in_select {
+                    // "In select in table" closes the select; the newer
+                    // select parsing may not.
+                    plan.uncertain = true;
+                    return self.checked(plan);
+                }
+                // The table modes first clear the stack back to the part's
+                // context (§13.2.6.4.9–15): a cell and what it holds,
+                // elements foster-parented out of the table.
+                let ctx: &[&[u8]] = if name.is_any(&[b"td", b"th"]) {
+                    &[b"tr"]
+                } else if name.is(b"tr") {
+                    &[b"tbody", b"thead", b"tfoot"]
+                } else {
+                    &[]
+                };
+                let at = stack[keep..]
+                    .iter()
+                    .rposition(|e| e.ns == Ns::Html && e.name.is_any(ctx))
+                    .map_or(keep, |k| keep + k + 1);
+                plan.keep = at;
+                if name.is(b"col") {
+                    if stack.last().is_some_and(El::is_colgroup) {
+                        plan.keep = stack.len();
+                        return self.checked(plan);
+                    }
+                    // A `col` in a table opens a `colgroup` of its own.
+                    plan.push = Some(El::new(Name::of(b"colgroup"), Ns::Html, false));
+                    return self.checked(plan);
+                }
+                plan.push = Some(El::new(*name, Ns::Html, false));
+                return self.checked(plan);
             }
+        }
+        if name.is(b"form")
+            && stack
+                .last()
+                .is_some_and(|e| e.ns == Ns::Html && e.name.is_any(TABLE_TEXT_PARENTS))
+        {
+            // "In table" inserts a form and pops it at once (§13.2.6.4.9).
+            return self.checked(plan);
         }
         if !in_select && name.is_any(CLOSES_P) {
             // "Close a p element" when one is in button scope.
@@ -759,12 +890,21 @@ impl Tree {
         self.body |= plan.body;
         self.uncertain |= plan.uncertain;
         self.unreadable |= plan.unreadable;
-        self.unsettled = plan.column_group || (plan.inert && self.unsettled);
+        self.unsettled &= plan.inert;
+        if plan.root_table.is_some() {
+            self.root_table = plan.root_table;
+        }
     }
 
     /// What the end tag `name` does.
     pub(crate) fn plan_end(&self, name: &Name) -> EndPlan {
         let mut top = self.stack.len();
+        if self.stack.last().is_some_and(El::is_colgroup)
+            && !name.is_any(&[b"colgroup", b"template"])
+        {
+            // "In column group", anything else closes the colgroup first.
+            top -= 1;
+        }
         if self.foreign_current() {
             if name.is_any(&[b"br", b"p"]) {
                 // A breakout: the foreign elements close first.
@@ -855,6 +995,19 @@ impl Tree {
                 uncertain: stack[s + 1..].iter().any(|e| e.name.same(name)),
                 ..nothing
             };
+        }
+        if name.is_any(TABLE_END) {
+            // Table scope: a cell's content and elements foster-parented
+            // out of the table close with it.
+            for (k, e) in stack.iter().enumerate().rev() {
+                if e.ns == Ns::Html && e.name.same(name) {
+                    return closes(k);
+                }
+                if e.ns == Ns::Html && e.name.is_any(&[b"html", b"table", b"template"]) {
+                    break;
+                }
+            }
+            return nothing;
         }
         if name.is_any(&[b"body", b"html"]) {
             return EndPlan {

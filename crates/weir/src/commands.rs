@@ -286,14 +286,6 @@ fn describe(config: &Config) -> String {
                 ssr.cache_fragments,
                 ssr.forward_cookies,
             );
-            if c.page_buffer_bytes < c.fragment_buffer_bytes {
-                out += &format!(
-                    "warning   route prefix={}: page_buffer_bytes ({}) is less than \
-                     fragment_buffer_bytes ({}): the page budget, not fragment_buffer_bytes, \
-                     bounds what the fragments ahead of the page hold\n",
-                    r.path_prefix, c.page_buffer_bytes, c.fragment_buffer_bytes,
-                );
-            }
         }
     }
     if config
@@ -355,6 +347,9 @@ fn describe(config: &Config) -> String {
         format_duration(c.pool_idle_timeout),
         c.pool_max_idle_per_host
     );
+    for w in config.warnings() {
+        out += &format!("warning   {w}\n");
+    }
     out
 }
 
@@ -364,6 +359,9 @@ fn describe(config: &Config) -> String {
 pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> {
     let mut config = load(path)?;
     let log_guard = log.init(&config.server.access_log)?;
+    for w in config.warnings() {
+        tracing::warn!("config: {w}");
+    }
     let reopener = log_guard.reopener();
     runtime(config.server.workers)?.block_on(async move {
         // Installed before anything listens: from then on SIGHUP reloads

@@ -207,6 +207,18 @@ fn check_warns_when_the_page_budget_is_below_a_fragments_buffer() {
     assert!(text.ends_with("config OK\n"), "{text}");
     let text = ssr(1048576, 65536);
     assert!(!text.contains("warning"), "{text}");
+    // `weir serve` logs it at startup too.
+    let weir = WeirProcess::start(
+        "[[listener]]\naddress = \"127.0.0.1:{port}\"\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:1\"\n\n\
+         [[route]]\npath_prefix = \"/shop\"\nupstream = \"app\"\n\
+         [route.ssr]\npage_buffer_bytes = 65536\nfragment_buffer_bytes = 1048576\n",
+    );
+    let log = weir.log_text();
+    assert!(
+        log.contains("page_buffer_bytes (65536) is less than fragment_buffer_bytes (1048576)"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -196,6 +196,48 @@ async fn an_async_fragment_leaves_a_placeholder_and_arrives_before_body_end_with
     assert!(slot < now && now < moved && moved < end, "{body}");
 }
 
+/// An `async` fragment that fails to its inline markup sends nothing: its
+/// placeholder already shows that markup (sending a copy cost a template
+/// and a script per failure, and in a table, where the browser moves the
+/// slot's markup out, showed it twice). One that fails to `fallback-src`
+/// gets that content moved in as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_fragment_that_fails_to_its_inline_markup_sends_nothing_more() {
+    let origin = start_origin().await;
+    let template = "<html><body>\
+                    <div id=a><fragment src=\"/fragment/gone?status=404\" async><p>inline-a</p></fragment></div>\
+                    <div id=b><fragment src=\"/fragment/slow?delay_ms=3000\" timeout=\"200ms\" async><p>inline-b</p></fragment></div>\
+                    <div id=c><fragment src=\"/fragment/gone?status=500\" fallback-src=\"/fragment/backup\" async>inline-c</fragment></div>\
+                    <p>after</p><fragment src=\"/fragment/now?delay_ms=600\"></fragment></body></html>";
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let start = Instant::now();
+    let (status, _, body) = page(&proxy, "/").await;
+    assert_eq!(status, 200);
+    assert!(
+        start.elapsed() < Duration::from_millis(2500),
+        "waited for the slow source"
+    );
+    let body = untoken(&body);
+    for inline in ["<p>inline-a</p>", "<p>inline-b</p>", "inline-c"] {
+        assert_eq!(body.matches(inline).count(), 1, "{inline}: {body}");
+    }
+    for id in [0, 1] {
+        assert!(!body.contains(&format!("weir-async-{id}")), "{body}");
+        assert!(
+            !body.contains(&format!("\"weir-slot-{id}\"),e=")),
+            "a mover for {id}: {body}"
+        );
+    }
+    assert!(
+        body.contains(&format!(
+            "<template id=\"weir-async-2\">{}</template><script>",
+            markup("backup")
+        )),
+        "{body}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_self_including_fragment_is_stopped_and_a_deep_chain_ends_at_max_depth() {
     let origin = start_origin().await;

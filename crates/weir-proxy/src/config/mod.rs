@@ -100,6 +100,28 @@ impl Config {
         validate::parse(text, label, base_dir)
     }
 
+    /// What is allowed but likely a mistake, one line each (`weir check`
+    /// prints them, `weir serve` and a reload log them): today, a route
+    /// whose `page_buffer_bytes` is below its `fragment_buffer_bytes`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &self.routes {
+            let Some(ssr) = &r.ssr else {
+                continue;
+            };
+            let c = &ssr.compose;
+            if c.page_buffer_bytes < c.fragment_buffer_bytes {
+                out.push(format!(
+                    "route prefix={}: page_buffer_bytes ({}) is less than \
+                     fragment_buffer_bytes ({}): the page budget, not fragment_buffer_bytes, \
+                     bounds what the fragments ahead of the page hold",
+                    r.path_prefix, c.page_buffer_bytes, c.fragment_buffer_bytes,
+                ));
+            }
+        }
+        out
+    }
+
     /// Replaces every [`UpstreamTarget::Embedded`] upstream with the URL that
     /// `start` returns for its settings (the address of a started origin).
     ///
