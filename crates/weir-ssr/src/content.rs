@@ -285,8 +285,26 @@ mod tests {
             // A template whose first element is a cell is "in row": a
             // `<td>` deeper down clears back to it.
             "<th><math><mi><td><keygen><mglyph><iframe><applet>",
+            // The fourth review: the template's table mode ignores parts
+            // whose context is not open; `<table>` in a table mode closes
+            // the table; a table end tag closes a select in a table.
+            "<tr><col><svg><desc><caption><![CDATA[>",
+            "<tr><col><svg><desc><tbody><![CDATA[>",
+            "<td><tr><svg><desc><tr><![CDATA[>",
+            "<th><caption></caption><svg><desc><tr><![CDATA[>",
+            "<tr><table><col><svg><desc><col><![CDATA[>",
+            "<table><svg><desc><table></table></desc><style>",
+            "<table><table></table><svg><desc><caption><![CDATA[>",
+            "<table><select></table></select><svg><desc><td><![CDATA[>",
         ] {
             assert!(!content(&[alone]).may_end(), "{alone:?}");
+        }
+        for rows in [
+            "<tr><td>a</td><td>b</td></tr><tr><td>c</td></tr>",
+            "<td>a</td><th>b</th>",
+            "<tbody><tr><td>a</td></tr></tbody><tfoot><tr><td>b</td></tr></tfoot>",
+        ] {
+            assert!(content(&[rows]).may_end(), "{rows:?}");
         }
         // After a `<p>` the mode is "in body", which ignores `<col>`.
         assert!(content(&["<p>x</p><col><style><!--</style>"]).may_end());

@@ -287,6 +287,14 @@ mod tests {
             "<body><table><tr><div></tr> ",
             "<body><table><nobr><col><template></template>",
             "<body>a\r",
+            // The fourth review: `<table>` in a table mode closes the open
+            // table; table end tags close a select inside a table.
+            "<body><table><table></table><svg><desc><caption><![CDATA[>",
+            "<body><table><table></table><svg><desc><caption>",
+            "<body><table><tr><table></table><svg><desc><td>",
+            "<body><table><svg><desc><table></table></desc><style></svg><div>",
+            "<body><table><select></table></select><svg><desc><td><![CDATA[>",
+            "<body><table><select></table></select><math><mi><td>",
         ] {
             assert!(!page(&[unsafe_]), "{unsafe_:?}");
         }

@@ -38,7 +38,9 @@
 //! - *Table parts* (`caption`, `col`, `colgroup`, `tbody`, `thead`,
 //!   `tfoot`, `tr`, `td`, `th`): ignored, as "in body" ignores them,
 //!   unless a `table` is open or Weir's template is in a table mode (its
-//!   first start tag was one of them, §13.2.6.4.18). Then they clear the
+//!   first start tag was one of them, §13.2.6.4.18; there a part goes in
+//!   only where that mode takes it: cells in a row template, rows and
+//!   their cells in a row-group one, else the tracker gives up). Then they clear the
 //!   stack back to their context first, as the table modes do (a cell and
 //!   all it holds close, foster-parented elements too); a `col` opens a
 //!   `colgroup`, which anything but `col`, `template` or white space
@@ -59,6 +61,9 @@
 //! its name is open under a foreign element; `col` or `colgroup` as the
 //! first start tag of Weir's template ("in column group" ignores `<style>`
 //! and `<script>` there), a table part in a template of the content's own;
+//! `<table>` in a table mode (it closes the open table, or is ignored); a
+//! table end tag inside a `select` in a table ("in select in table" closes
+//! the select and applies it again);
 //! `<![CDATA[` where the current node is HTML but a foreign element is
 //! open below it (a browser that closed what the tracker keeps opens
 //! CDATA there); more than [`MAX_DEPTH`] open elements. Each was found by
@@ -343,6 +348,7 @@ const SELECT_SPLIT: &[&[u8]] = &[
     b"keygen",
     b"textarea",
     b"select",
+    b"table",
 ];
 
 /// End tags closed by scope in "in body" (§13.2.6.4.7), besides `p`,
@@ -505,8 +511,18 @@ pub(crate) struct StartPlan {
     /// An `html` start tag: no mode changes ("after body" stays).
     pub inert: bool,
     /// The first start tag at the top level of Weir's template sets its
-    /// insertion mode (§13.2.6.4.18): whether that mode is a table one.
-    pub root_table: Option<bool>,
+    /// insertion mode (§13.2.6.4.18).
+    pub root_mode: Option<RootMode>,
+}
+
+/// The insertion mode Weir's template takes from its content's first
+/// start tag (§13.2.6.4.18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RootMode {
+    /// "In body".
+    Body,
+    /// A table mode, set by this table part.
+    Table(Name),
 }
 
 /// What an end tag does to the stack.
@@ -542,9 +558,9 @@ pub(crate) struct Tree {
     /// of Weir's would move what follows: "after body", after `</body>` or
     /// `</html>` (a comment would move into the body).
     unsettled: bool,
-    /// For a template's content: whether its first top-level start tag
-    /// put it in a table mode (`None`: none came yet).
-    root_table: Option<bool>,
+    /// For Weir's template: the mode its first top-level start tag set
+    /// (`None`: none came yet).
+    root_mode: Option<RootMode>,
 }
 
 impl Tree {
@@ -560,7 +576,7 @@ impl Tree {
             unreadable: false,
             stray_template_end: false,
             unsettled: false,
-            root_table: None,
+            root_mode: None,
         }
     }
 
@@ -674,7 +690,7 @@ impl Tree {
             uncertain: false,
             unreadable: false,
             inert: name.is(b"html"),
-            root_table: None,
+            root_mode: None,
         };
         if !self.html_rules(name) {
             let breakout = name.is_any(BREAKOUT) || (name.is(b"font") && t.font_attrs);
@@ -708,11 +724,15 @@ impl Tree {
         }
         let stack = &self.stack[..plan.keep];
         if self.template
-            && self.root_table.is_none()
+            && self.root_mode.is_none()
             && stack.is_empty()
             && !name.is_any(TEMPLATE_HEAD)
         {
-            plan.root_table = Some(name.is_any(TABLE_PARTS));
+            plan.root_mode = Some(if name.is_any(TABLE_PARTS) {
+                RootMode::Table(*name)
+            } else {
+                RootMode::Body
+            });
         }
         plan.unreadable = name.is(b"meta") && t.charset == Charset::Unreadable;
         if self.page && name.is_any(HEAD_CONTENT) {
@@ -749,6 +769,24 @@ impl Tree {
             }
             return self.checked(plan);
         }
+        if name.is(b"table") {
+            // In a table mode (no cell or caption between), `<table>`
+            // closes the open table first (§13.2.6.4.9), or is ignored at
+            // the top of a template in a table mode: not followed.
+            let near = stack.iter().rev().find(|e| {
+                e.ns == Ns::Html
+                    && e.name
+                        .is_any(&[b"td", b"th", b"caption", b"table", b"template"])
+            });
+            let table_mode = match near {
+                Some(e) => e.name.is(b"table"),
+                None => self.template && matches!(self.root_mode, Some(RootMode::Table(_))),
+            };
+            if table_mode {
+                plan.uncertain = true;
+                return self.checked(plan);
+            }
+        }
         if name.is_any(TABLE_PARTS) {
             let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
             let from = stack
@@ -764,19 +802,41 @@ impl Tree {
             // template when that is in a table mode.
             let context = match table {
                 Some(keep) => Some(keep),
-                None if self.template && from == 0 => match self.root_table {
-                    // The first start tag at the top level sets the mode.
-                    None if name.is_any(&[b"col", b"colgroup"]) => {
-                        // "In column group" ignores `<style>`, `<script>`,
-                        // … (§13.2.6.4.12) where nothing closes the mode:
-                        // the tracker does not follow it there.
+                None if self.template && from == 0 => {
+                    // The first start tag at the top level sets the mode;
+                    // a part then goes in only where that mode takes it.
+                    let first = match self.root_mode {
+                        Some(RootMode::Body) => return self.checked(plan),
+                        Some(RootMode::Table(first)) => first,
+                        None => *name,
+                    };
+                    let open =
+                        |n: &[&[u8]]| stack.iter().any(|e| e.ns == Ns::Html && e.name.is_any(n));
+                    let fits = if first.is_any(&[b"td", b"th"]) {
+                        // "In row": cells only.
+                        name.is_any(&[b"td", b"th"])
+                    } else if first.is(b"tr") {
+                        // "In table body": rows, and cells in a row.
+                        name.is(b"tr") || (name.is_any(&[b"td", b"th"]) && open(&[b"tr"]))
+                    } else if first.is_any(&[b"tbody", b"thead", b"tfoot", b"caption"]) {
+                        // "In table": sections, and rows in a section.
+                        name.is_any(&[b"tbody", b"thead", b"tfoot", b"caption"])
+                            || (name.is(b"tr") && open(&[b"tbody", b"thead", b"tfoot"]))
+                            || (name.is_any(&[b"td", b"th"]) && open(&[b"tr"]))
+                    } else {
+                        // `col`, `colgroup`: "in column group" ignores
+                        // `<style>`, `<script>`, … (§13.2.6.4.12) where
+                        // nothing closes the mode.
+                        false
+                    };
+                    if !fits {
+                        // The browser ignores it or inserts what it
+                        // implies: the tracker does not follow that.
                         plan.uncertain = true;
                         return self.checked(plan);
                     }
-                    None | Some(true) => Some(0),
-                    // "In body" ignores them.
-                    Some(false) => return self.checked(plan),
-                },
+                    Some(0)
+                }
                 None if from > 0 => {
                     // In a template of the content's own, whose mode the
                     // tracker does not follow.
@@ -891,8 +951,8 @@ impl Tree {
         self.uncertain |= plan.uncertain;
         self.unreadable |= plan.unreadable;
         self.unsettled &= plan.inert;
-        if plan.root_table.is_some() {
-            self.root_table = plan.root_table;
+        if plan.root_mode.is_some() {
+            self.root_mode = plan.root_mode;
         }
     }
 
@@ -991,8 +1051,13 @@ impl Tree {
             && !stack[s..].iter().any(|e| html(e, b"template"))
             && !name.is_any(&[b"select", b"option", b"optgroup"])
         {
+            // "In select in table" closes the select on a table end tag
+            // and applies it again: not followed.
+            let in_table = name.is_any(TABLE_END)
+                && (stack[..s].iter().any(|e| html(e, b"table"))
+                    || (self.template && matches!(self.root_mode, Some(RootMode::Table(_)))));
             return EndPlan {
-                uncertain: stack[s + 1..].iter().any(|e| e.name.same(name)),
+                uncertain: in_table || stack[s + 1..].iter().any(|e| e.name.same(name)),
                 ..nothing
             };
         }
@@ -1004,6 +1069,17 @@ impl Tree {
                     return closes(k);
                 }
                 if e.ns == Ns::Html && e.name.is_any(&[b"html", b"table", b"template"]) {
+                    // A row or cell right in a table stands in the `tbody`
+                    // the browser implied for it (§13.2.6.4.9), which
+                    // `</tbody>` closes.
+                    let implied = e.name.is(b"table")
+                        && name.is(b"tbody")
+                        && stack.get(k + 1).is_some_and(|c| {
+                            c.ns == Ns::Html && c.name.is_any(&[b"tr", b"td", b"th"])
+                        });
+                    if implied {
+                        return closes(k + 1);
+                    }
                     break;
                 }
             }
