@@ -159,7 +159,7 @@ impl PageCursor {
                 .tracker
                 .stack()
                 .last()
-                .is_some_and(|e| e.ns == Ns::Html && e.name.is_any(TABLE_TEXT_PARENTS))
+                .is_some_and(|e| e.html_any(TABLE_TEXT_PARENTS))
     }
 
     /// Whether a `meta` of the page declared an encoding whose bytes the

@@ -107,9 +107,14 @@ impl El {
         El { name, ns, html_ip }
     }
 
+    /// An HTML element named one of `names`.
+    pub(crate) fn html_any(&self, names: &[&[u8]]) -> bool {
+        self.ns == Ns::Html && self.name.is_any(names)
+    }
+
     /// An HTML `colgroup`: "in column group" while it is the current node.
     fn is_colgroup(&self) -> bool {
-        self.ns == Ns::Html && self.name.is(b"colgroup")
+        self.html_any(&[b"colgroup"])
     }
 
     /// A MathML text integration point (§13.2.6.5).
@@ -753,7 +758,7 @@ impl Tree {
         }
         let in_select = stack
             .iter()
-            .rposition(|e| e.ns == Ns::Html && e.name.is(b"select"))
+            .rposition(|e| e.html_any(&[b"select"]))
             .is_some_and(|s| !stack[s..].iter().any(|e| e.name.is(b"template")));
         if in_select && name.is_any(SELECT_SPLIT) {
             plan.uncertain = true;
@@ -788,14 +793,13 @@ impl Tree {
             }
         }
         if name.is_any(TABLE_PARTS) {
-            let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
             let from = stack
                 .iter()
-                .rposition(|e| html(e, b"template"))
+                .rposition(|e| e.html_any(&[b"template"]))
                 .map_or(0, |t| t + 1);
             let table = stack[from..]
                 .iter()
-                .rposition(|e| html(e, b"table"))
+                .rposition(|e| e.html_any(&[b"table"]))
                 .map(|t| t + from + 1);
             // Clearing the stack back to a table context keeps this many
             // elements: up to the table, or none at the top level of Weir's
@@ -810,8 +814,7 @@ impl Tree {
                         Some(RootMode::Table(first)) => first,
                         None => *name,
                     };
-                    let open =
-                        |n: &[&[u8]]| stack.iter().any(|e| e.ns == Ns::Html && e.name.is_any(n));
+                    let open = |n: &[&[u8]]| stack.iter().any(|e| e.html_any(n));
                     let fits = if first.is_any(&[b"td", b"th"]) {
                         // "In row": cells only.
                         name.is_any(&[b"td", b"th"])
@@ -866,7 +869,7 @@ impl Tree {
                 };
                 let at = stack[keep..]
                     .iter()
-                    .rposition(|e| e.ns == Ns::Html && e.name.is_any(ctx))
+                    .rposition(|e| e.html_any(ctx))
                     .map_or(keep, |k| keep + k + 1);
                 plan.keep = at;
                 if name.is(b"col") {
@@ -882,22 +885,18 @@ impl Tree {
                 return self.checked(plan);
             }
         }
-        if name.is(b"form")
-            && stack
-                .last()
-                .is_some_and(|e| e.ns == Ns::Html && e.name.is_any(TABLE_TEXT_PARENTS))
-        {
+        if name.is(b"form") && stack.last().is_some_and(|e| e.html_any(TABLE_TEXT_PARENTS)) {
             // "In table" inserts a form and pops it at once (§13.2.6.4.9).
             return self.checked(plan);
         }
         if !in_select && name.is_any(CLOSES_P) {
             // "Close a p element" when one is in button scope.
             for (k, e) in stack.iter().enumerate().rev() {
-                if e.ns == Ns::Html && e.name.is(b"p") {
+                if e.html_any(&[b"p"]) {
                     plan.keep = k;
                     break;
                 }
-                if e.scope_boundary() || (e.ns == Ns::Html && e.name.is(b"button")) {
+                if e.scope_boundary() || (e.html_any(&[b"button"])) {
                     break;
                 }
             }
@@ -1033,9 +1032,8 @@ impl Tree {
             uncertain: false,
             after_body: false,
         };
-        let html = |e: &El, n: &[u8]| e.ns == Ns::Html && e.name.is(n);
         if name.is(b"template") {
-            return match stack.iter().rposition(|e| html(e, b"template")) {
+            return match stack.iter().rposition(|e| e.html_any(&[b"template"])) {
                 Some(k) => closes(k),
                 None => EndPlan {
                     stray_template: true,
@@ -1047,14 +1045,14 @@ impl Tree {
         // and `option`'s and `optgroup`'s (§13.2.6.4.16); the newer select
         // parsing may close an element opened inside it: then the tracker
         // cannot tell.
-        if let Some(s) = stack.iter().rposition(|e| html(e, b"select"))
-            && !stack[s..].iter().any(|e| html(e, b"template"))
+        if let Some(s) = stack.iter().rposition(|e| e.html_any(&[b"select"]))
+            && !stack[s..].iter().any(|e| e.html_any(&[b"template"]))
             && !name.is_any(&[b"select", b"option", b"optgroup"])
         {
             // "In select in table" closes the select on a table end tag
             // and applies it again: not followed.
             let in_table = name.is_any(TABLE_END)
-                && (stack[..s].iter().any(|e| html(e, b"table"))
+                && (stack[..s].iter().any(|e| e.html_any(&[b"table"]))
                     || (self.template && matches!(self.root_mode, Some(RootMode::Table(_)))));
             return EndPlan {
                 uncertain: in_table || stack[s + 1..].iter().any(|e| e.name.same(name)),
@@ -1068,15 +1066,15 @@ impl Tree {
                 if e.ns == Ns::Html && e.name.same(name) {
                     return closes(k);
                 }
-                if e.ns == Ns::Html && e.name.is_any(&[b"html", b"table", b"template"]) {
+                if e.html_any(&[b"html", b"table", b"template"]) {
                     // A row or cell right in a table stands in the `tbody`
                     // the browser implied for it (§13.2.6.4.9), which
                     // `</tbody>` closes.
                     let implied = e.name.is(b"table")
                         && name.is(b"tbody")
-                        && stack.get(k + 1).is_some_and(|c| {
-                            c.ns == Ns::Html && c.name.is_any(&[b"tr", b"td", b"th"])
-                        });
+                        && stack
+                            .get(k + 1)
+                            .is_some_and(|c| c.html_any(&[b"tr", b"td", b"th"]));
                     if implied {
                         return closes(k + 1);
                     }
@@ -1122,7 +1120,7 @@ impl Tree {
                 if target(e) {
                     return closes(k);
                 }
-                if e.scope_boundary() || (e.ns == Ns::Html && e.name.is_any(extra)) {
+                if e.scope_boundary() || (e.html_any(extra)) {
                     break;
                 }
             }
