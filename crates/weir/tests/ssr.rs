@@ -866,6 +866,24 @@ async fn in_chromium_the_dom_after_the_mover_runs_is_the_page_with_the_fragment_
     assert_eq!(got, want);
 }
 
+/// An async fragment's text that marks the page (`data-pwn`) if it ever
+/// runs as script.
+const PWN_REVIEW: &str = "<div class=review>Great kayak!\n\
+                          document.documentElement.dataset.pwn=document.domain//</div>";
+
+/// An origin whose `/fragment/{name}` serves each `(name, markup)`; the
+/// directory lives as long as the returned guard.
+async fn origin_with_fragments(files: &[(&str, &str)]) -> (tempfile::TempDir, Origin) {
+    let root = tempfile::tempdir().expect("origin root");
+    let fragments = root.path().join("fragments");
+    std::fs::create_dir(&fragments).expect("fragments dir");
+    for (name, markup) in files {
+        std::fs::write(fragments.join(format!("{name}.html")), markup).expect("fragment file");
+    }
+    let origin = start_origin_at(root.path()).await;
+    (root, origin)
+}
+
 /// Issue 15, second review (F1, F2): `</table>` in a cell closes the
 /// `svg` in it, so `<script>` after it is a script and `</svg>` inside it
 /// is script text; and async content that ends in a comment only inside
@@ -879,24 +897,17 @@ async fn in_chromium_async_content_never_lands_in_a_script_after_a_table_closed_
         eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
         return;
     };
-    let root = tempfile::tempdir().expect("origin root");
-    let fragments = root.path().join("fragments");
-    std::fs::create_dir(&fragments).expect("fragments dir");
-    // Cut after its first line by `chunks=2&lines=1`: inside the script.
-    std::fs::write(
-        fragments.join("legacy.html"),
-        "<table><tr><td><svg><circle r=1></table><script>//</svg>\n\
-         console.log(1)</script><p id=more>more</p>\n",
-    )
-    .expect("legacy");
-    std::fs::write(
-        fragments.join("review.html"),
-        "<div class=review>Great kayak!\n\
-         document.documentElement.dataset.pwn=document.domain//</div>",
-    )
-    .expect("review");
-    std::fs::write(fragments.join("cols.html"), "<col><style><!--</style>").expect("cols");
-    let origin = start_origin_at(root.path()).await;
+    let (_root, origin) = origin_with_fragments(&[
+        // Cut after its first line by `chunks=2&lines=1`: inside the script.
+        (
+            "legacy",
+            "<table><tr><td><svg><circle r=1></table><script>//</svg>\n\
+             console.log(1)</script><p id=more>more</p>\n",
+        ),
+        ("review", PWN_REVIEW),
+        ("cols", "<col><style><!--</style>"),
+    ])
+    .await;
     let template = "<!doctype html><html><head><title>t</title></head><body>\
                     <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
                     <div id=c><fragment src=\"/fragment/cols\" async><p>cols</p></fragment></div>\
@@ -930,24 +941,17 @@ async fn in_chromium_async_content_never_lands_inside_an_escaped_script() {
         eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
         return;
     };
-    let root = tempfile::tempdir().expect("origin root");
-    let fragments = root.path().join("fragments");
-    std::fs::create_dir(&fragments).expect("fragments dir");
-    // Cut after its second line by `chunks=2&lines=1`: inside the script.
-    std::fs::write(
-        fragments.join("legacy.html"),
-        "<script><!--\n\
-         document.write('<script src=\"data:text/javascript,1\"></script>'); // ad loader\n\
-         //--></script>\n",
-    )
-    .expect("legacy");
-    std::fs::write(
-        fragments.join("review.html"),
-        "<div class=review>Great kayak!\n\
-         document.documentElement.dataset.pwn=document.domain//</div>",
-    )
-    .expect("review");
-    let origin = start_origin_at(root.path()).await;
+    let (_root, origin) = origin_with_fragments(&[
+        // Cut after its second line by `chunks=2&lines=1`: inside the script.
+        (
+            "legacy",
+            "<script><!--\n\
+             document.write('<script src=\"data:text/javascript,1\"></script>'); // ad loader\n\
+             //--></script>\n",
+        ),
+        ("review", PWN_REVIEW),
+    ])
+    .await;
     let template = "<!doctype html><html><head><title>t</title></head><body>\
                     <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
                     <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\

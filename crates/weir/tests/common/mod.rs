@@ -519,36 +519,8 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
     cond()
 }
 
-/// An SSR page with the page token taken out of Weir's ids
-/// (`weir-async-T-N` → `weir-async-N`, and so for `weir-slot-` and
-/// `weir-end-`), so that tests can name them; panics on an id without a
-/// 16-hex-digit token.
-pub fn untoken(page: &str) -> String {
-    let mut out = String::with_capacity(page.len());
-    let mut rest = page;
-    while let Some(at) = rest.find("weir-") {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let Some(kind) = ["weir-slot-", "weir-end-", "weir-async-"]
-            .into_iter()
-            .find(|k| rest.starts_with(k))
-        else {
-            out.push_str("weir-");
-            rest = &rest["weir-".len()..];
-            continue;
-        };
-        let after = &rest[kind.len()..];
-        let token = after.get(..17).unwrap_or("");
-        assert!(
-            token.len() == 17
-                && token[..16].bytes().all(|b| b.is_ascii_hexdigit())
-                && token.ends_with('-'),
-            "an id without its token: {}",
-            &rest[..rest.len().min(40)]
-        );
-        out.push_str(kind);
-        rest = &after[17..];
-    }
-    out.push_str(rest);
-    out
-}
+#[path = "../../../weir-ssr/tests/common/untoken.rs"]
+mod untoken;
+// Only the SSR test files use it; each test file compiles this module.
+#[allow(unused_imports)]
+pub use untoken::untoken;
