@@ -253,12 +253,13 @@ impl Asyncs {
             let Some(r) = reader(e.index) else {
                 continue;
             };
-            if r.keeps_inline() {
+            let (chunks, closed) = r.peek(e.fed, cx);
+            // Asked only once the fragment ended (nothing was written then).
+            if closed && r.keeps_inline() {
                 e.keep_inline();
                 finished.push(e.index);
                 continue;
             }
-            let (chunks, closed) = r.peek(e.fed, cx);
             for c in &chunks {
                 e.content.feed(c);
                 e.fed += 1;
