@@ -909,22 +909,23 @@ impl Tokenizer {
             self.raw_mode = TextMode::Data;
             return State::Data;
         }
+        let charset = if self.tag.is(b"meta") {
+            self.attrs.meta_charset()
+        } else {
+            Charset::None
+        };
         let plan = tree.plan_start(&StartTag {
             name: self.tag,
             self_closing: self.self_closing,
             font_attrs: self.font_attrs,
             html_encoding: self.attrs.html_encoding(),
-            charset: if self.tag.is(b"meta") {
-                self.attrs.meta_charset()
-            } else {
-                Charset::None
-            },
+            charset,
         });
         if self.guarded && (plan.uncertain || plan.mode == TextMode::Plaintext) {
             self.refusals.push(Refusal::Stop { at: from });
             return State::Stopped;
         }
-        if self.guarded && self.tag.is(b"meta") && self.attrs.meta_charset() != Charset::None {
+        if self.guarded && charset != Charset::None {
             // A page whose `Content-Type` names no charset takes the
             // encoding from a `meta` in its first 1024 bytes wherever it
             // stands (WHATWG HTML §13.2.3.2): async content declares none.
