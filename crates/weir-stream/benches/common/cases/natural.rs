@@ -13,6 +13,14 @@
 //! - (b) `b/mpsc1`, `b/mpsc16`: a task per stage and a bounded channel
 //!   between each (capacity 1, the WHATWG default, and 16).
 //!
+//! - (f) floors, written by hand without the crate, for the two targets
+//!   that stay open: `f/batch_move` moves chunks into a reused list under
+//!   the default batch limits and reads them by reference (the least any
+//!   design that hands out owned batches does per chunk); `f/share_rc`
+//!   does the same and gives a second reader its own handle on each
+//!   batch, a reference count and no lock (the least a fan-out of owned
+//!   batches does).
+//!
 //! Contenders: `weir/default` (`from_iter`, default batch limits),
 //! `weir/b1` (`from_results`, one chunk per item), `weir/stream_b1`
 //! (`from_stream`), `weir/sync` (`pull_sync`), `weir/share2` (two
@@ -108,6 +116,28 @@ fn with_b<K: Sink>(case: Case, ops: &'static [Op]) -> Case {
         .baseline("b/mpsc16", move |v| on_multi(b_chain::<K>(v, ops, 16)))
 }
 
+/// Floor (f): `v` in batches under the default limits, each moved into
+/// one reused list, handed to `each` by reference, then cleared.
+#[inline(never)]
+fn batch_move(v: Vec<Bytes>, mut each: impl FnMut(&mut Vec<Bytes>)) {
+    let limits = weir_stream::BatchLimits::DEFAULT;
+    let mut it = v.into_iter().peekable();
+    let mut list = Vec::with_capacity(limits.chunks);
+    while it.peek().is_some() {
+        let mut bytes = 0;
+        while let Some(c) = it.next_if(|_| limits.has_room(list.len(), bytes)) {
+            bytes += c.len();
+            list.push(c);
+            // A chunk of half the limit or more travels alone, as in `from_iter`.
+            if bytes >= limits.bytes / 2 && list.len() == 1 {
+                break;
+            }
+        }
+        each(&mut list);
+        list.clear();
+    }
+}
+
 // ---- N01: pass-through ----
 
 /// No stage: source to consumer.
@@ -119,9 +149,19 @@ pub fn n01() -> Vec<Case> {
             let e = expect::<Count>(&input, &[]);
             let case = Case::new(format!("N01/pass/{}", shape(size, count)), input, e, true);
             let case = with_weir::<Count, _, _>(case, || ());
-            let case = case.baseline("a/futures", |v| {
-                on_current(a_drain::<Count, _>(stream::iter(v)))
-            });
+            let case = case
+                .baseline("a/futures", |v| {
+                    on_current(a_drain::<Count, _>(stream::iter(v)))
+                })
+                .baseline("f/batch_move", |v| {
+                    let mut t = Tally::default();
+                    batch_move(v, |list| {
+                        for c in list.iter() {
+                            t.add::<Count>(c);
+                        }
+                    });
+                    t
+                });
             with_b::<Count>(case, &[])
         })
         .collect()
@@ -313,6 +353,37 @@ pub fn n05() -> Vec<Case> {
                         let (ta, tb) = tokio::join!(drain::<Count, _>(a), drain::<Count, _>(b));
                         ta.plus(tb)
                     })
+                })
+                .baseline("f/share_rc", |v| {
+                    // Each batch: one chunk is cloned, a list goes behind an
+                    // `Arc` and is cloned; each reader reads its handle and
+                    // drops it (as `Batch::clone_shared` does).
+                    let (mut ta, mut tb) = (Tally::default(), Tally::default());
+                    batch_move(v, |list| {
+                        if list.len() == 1 {
+                            let (a, b) = (list[0].clone(), list.pop());
+                            ta.add::<Count>(&a);
+                            drop(a);
+                            if let Some(b) = b {
+                                tb.add::<Count>(&b);
+                            }
+                        } else {
+                            let a = std::sync::Arc::new(std::mem::take(list));
+                            let b = std::sync::Arc::clone(&a);
+                            for c in a.iter() {
+                                ta.add::<Count>(c);
+                            }
+                            drop(a);
+                            for c in b.iter() {
+                                tb.add::<Count>(c);
+                            }
+                            // The last reader hands the list back for reuse.
+                            if let Ok(back) = std::sync::Arc::try_unwrap(b) {
+                                *list = back;
+                            }
+                        }
+                    });
+                    ta.plus(tb)
                 })
                 .core("weir/pull1", |v| {
                     // The same work for the one consumer, counted twice.
