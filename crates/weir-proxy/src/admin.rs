@@ -6,7 +6,8 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /metrics` | 200, [`crate::metrics::CONTENT_TYPE`] |
-//! | `GET /healthz` | 200 `ok\n`; 503 `shutting down\n` once shutdown began |
+//! | `GET /healthz`, `GET /readyz` | readiness: 200 `ok\n`; 503 `shutting down\n` once shutdown began |
+//! | `GET /livez` | liveness: 200 `alive\n`, also while draining (a draining process is not stuck; restarting it would cut its requests) |
 //! | `POST /reload` | 200 and a one-line summary; 400 (config refused) or 500 (a new listener cannot bind) and the error; 404 when reloads are off |
 //! | another path | 404 |
 //! | another method on those paths | 405, `Allow: GET, HEAD` (`Allow: POST` for `/reload`) |
@@ -60,8 +61,9 @@ impl AdminState {
         let _ = self.reloader.set(reloader);
     }
 
-    /// From now on `/healthz` answers 503, so load balancers stop sending
-    /// traffic while in-flight requests drain.
+    /// From now on `/healthz` and `/readyz` answer 503, so load balancers
+    /// (and a Kubernetes readiness probe) stop sending traffic while
+    /// in-flight requests drain; `/livez` stays 200.
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::Relaxed);
     }
@@ -79,7 +81,7 @@ pub fn respond<B>(req: &Request<B>, state: &AdminState) -> Response<Full<Bytes>>
             )
         });
     }
-    if path != "/metrics" && path != "/healthz" {
+    if !matches!(path, "/metrics" | "/healthz" | "/readyz" | "/livez") {
         return text(StatusCode::NOT_FOUND, "404 Not Found\n".into());
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -91,7 +93,10 @@ pub fn respond<B>(req: &Request<B>, state: &AdminState) -> Response<Full<Bytes>>
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    if path == "/healthz" {
+    if path == "/livez" {
+        return text(StatusCode::OK, "alive\n".into());
+    }
+    if path == "/healthz" || path == "/readyz" {
         return if state.draining.load(Ordering::Relaxed) {
             text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
         } else {
@@ -247,5 +252,20 @@ mod tests {
             StatusCode::SERVICE_UNAVAILABLE
         );
         assert_eq!(respond(&req(Method::GET, "/metrics"), &s).status(), 200);
+    }
+
+    #[test]
+    fn readyz_follows_draining_and_livez_stays_200() {
+        let s = state();
+        assert_eq!(respond(&req(Method::GET, "/readyz"), &s).status(), 200);
+        assert_eq!(respond(&req(Method::GET, "/livez"), &s).status(), 200);
+        assert_eq!(respond(&req(Method::HEAD, "/livez"), &s).status(), 200);
+        assert_eq!(respond(&req(Method::POST, "/readyz"), &s).status(), 405);
+        s.set_draining();
+        assert_eq!(
+            respond(&req(Method::GET, "/readyz"), &s).status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(respond(&req(Method::GET, "/livez"), &s).status(), 200);
     }
 }

@@ -303,7 +303,7 @@ async fn healthz_and_refused_paths_and_methods() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn healthz_fails_while_draining_and_admin_stops_after() {
+async fn readiness_fails_while_draining_liveness_holds_and_admin_stops_after() {
     let origin = start_origin().await;
     let mut proxy = Admin::start(&two_routes(origin.addr)).await;
     // ~2 s of streaming, still running when shutdown begins.
@@ -313,6 +313,10 @@ async fn healthz_fails_while_draining_and_admin_stops_after() {
     let _ = proxy.stop.take().expect("stop").send(());
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(status_of(&[&proxy.admin_url("/healthz")]).await, "503");
+    // Readiness (a Kubernetes readiness probe) fails at once; liveness
+    // holds, so the draining process is not restarted.
+    assert_eq!(status_of(&[&proxy.admin_url("/readyz")]).await, "503");
+    assert_eq!(status_of(&[&proxy.admin_url("/livez")]).await, "200");
     assert_eq!(status_of(&[&proxy.admin_url("/metrics")]).await, "200");
     let out = download.await.expect("download");
     assert!(
