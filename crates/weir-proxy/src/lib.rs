@@ -44,6 +44,7 @@ pub mod ssr;
 pub mod tls;
 pub mod tunnel;
 pub mod upstream;
+pub mod watch;
 
 pub use config::Config;
 pub use proxy::Proxy;

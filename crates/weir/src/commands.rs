@@ -354,9 +354,14 @@ fn describe(config: &Config) -> String {
 }
 
 /// `weir serve`: run the proxy (and any embedded origin) until SIGINT/SIGTERM;
-/// SIGHUP reloads the config. Logs are set up once the config says where
-/// the access log goes.
-pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> {
+/// SIGHUP reloads the config, and so does a change of the config's
+/// directory when `watch` gives a poll interval. Logs are set up once the
+/// config says where the access log goes.
+pub fn serve(
+    path: Option<&Path>,
+    watch: Option<std::time::Duration>,
+    log: &logging::Options,
+) -> anyhow::Result<()> {
     let mut config = load(path)?;
     let log_guard = log.init(&config.server.access_log)?;
     for w in config.warnings() {
@@ -408,6 +413,14 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
         let source = path.map(Path::to_path_buf);
         let reloader =
             server.enable_reload(Box::new(move || read_config(source.as_deref())), embedded);
+        if let (Some(interval), Some(path)) = (watch, path) {
+            tracing::info!(config = %path.display(), interval_ms = interval.as_millis() as u64, "watching the config directory for changes");
+            tokio::spawn(weir_proxy::watch::watch(
+                path.to_path_buf(),
+                interval,
+                std::sync::Arc::clone(&reloader),
+            ));
+        }
         #[cfg(unix)]
         tokio::spawn(reload_on_hangup(hangups, reloader));
         #[cfg(not(unix))]
@@ -418,7 +431,7 @@ pub fn serve(path: Option<&Path>, log: &logging::Options) -> anyhow::Result<()> 
             tracing::info!("weir listening on {scheme}://{addr}/");
         }
         if let Some(addr) = server.admin_addr() {
-            tracing::info!(admin = %addr, "admin endpoint on http://{addr}/metrics and /healthz");
+            tracing::info!(admin = %addr, "admin endpoint on http://{addr}/metrics, /healthz (= /readyz) and /livez");
         }
         server.run(shutdown_signal()).await?;
         // The proxy has drained (or cut) its requests; nothing the origins

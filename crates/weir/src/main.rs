@@ -41,6 +41,17 @@ enum Command {
         /// Config file.
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Reload when the config file or another file of its directory
+        /// changes (a Kubernetes ConfigMap mounted as a directory), as
+        /// SIGHUP does: a bad config is refused and the one in effect stays.
+        /// Needs --config.
+        #[arg(long, requires = "config")]
+        watch: bool,
+        /// How often --watch polls the directory, in milliseconds (100 to 3600000).
+        #[arg(long, default_value_t = weir_proxy::watch::DEFAULT_INTERVAL_MS,
+              value_parser = clap::value_parser!(u64).range(weir_proxy::watch::INTERVAL_RANGE_MS),
+              requires = "watch")]
+        watch_interval_ms: u64,
     },
     /// Validate a config file and print the resolved listeners, upstreams and routes.
     Check {
@@ -76,7 +87,14 @@ fn main() -> ExitCode {
     // access log goes; the others log to stderr only.
     let stderr_log = || log.init(&AccessLogTarget::Stderr);
     let result = match cli.command {
-        Command::Serve { config } => commands::serve(config.as_deref(), &log),
+        Command::Serve {
+            config,
+            watch,
+            watch_interval_ms,
+        } => {
+            let watch = watch.then(|| std::time::Duration::from_millis(watch_interval_ms));
+            commands::serve(config.as_deref(), watch, &log)
+        }
         Command::Check { config } => stderr_log().and_then(|_log| commands::check(&config)),
         Command::Origin {
             listen,

@@ -474,3 +474,140 @@ async fn embedded_origins_keep_their_settings_across_reloads() {
     let index = try_get(&weir.url("/")).await;
     assert_eq!(index.as_ref().map(|r| r.0), Some(200), "{index:?}");
 }
+
+/// A Kubernetes ConfigMap volume as the kubelet writes it: the files in a
+/// hidden timestamped directory, `..data` a symlink to it, and each visible
+/// name a symlink through `..data`. [`ConfigMapDir::swap`] updates it the
+/// way the kubelet does: a new directory, then `..data` renamed over.
+struct ConfigMapDir {
+    root: std::path::PathBuf,
+    version: usize,
+}
+
+impl ConfigMapDir {
+    /// Lays out `root` with `weir.toml` = `text`; returns the visible path.
+    fn create(root: &std::path::Path, text: &str) -> (ConfigMapDir, std::path::PathBuf) {
+        std::fs::create_dir_all(root).expect("configmap dir");
+        let mut dir = ConfigMapDir {
+            root: root.to_path_buf(),
+            version: 0,
+        };
+        dir.swap(text);
+        let visible = root.join("weir.toml");
+        std::os::unix::fs::symlink("..data/weir.toml", &visible).expect("visible symlink");
+        (dir, visible)
+    }
+
+    /// Writes `text` into a new hidden directory and points `..data` at it
+    /// with one rename; the previous directory is removed after.
+    fn swap(&mut self, text: &str) {
+        self.version += 1;
+        let name = format!("..2026_12_05_00_00_00.{}", self.version);
+        let new = self.root.join(&name);
+        std::fs::create_dir(&new).expect("version dir");
+        std::fs::write(new.join("weir.toml"), text).expect("configmap file");
+        let tmp = self.root.join("..data_tmp");
+        std::os::unix::fs::symlink(&name, &tmp).expect("..data_tmp");
+        std::fs::rename(&tmp, self.root.join("..data")).expect("swap ..data");
+        if self.version > 1 {
+            let old = self
+                .root
+                .join(format!("..2026_12_05_00_00_00.{}", self.version - 1));
+            std::fs::remove_dir_all(old).expect("old version dir");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_reloads_on_a_configmap_swap_and_keeps_the_old_config_when_refused() {
+    let (a, b) = (TestOrigin::start("A").await, TestOrigin::start("B").await);
+    let v1 = format!("{LISTENER}{}{}", upstream("a", a.addr), route("/a", "a"));
+    let mut cm = None;
+    let weir = WeirProcess::start_with(
+        &v1,
+        &["--watch", "--watch-interval-ms", "100"],
+        |dir, text| {
+            let (made, visible) = ConfigMapDir::create(&dir.join("config"), text);
+            cm = Some(made);
+            visible
+        },
+    );
+    let mut cm = cm.expect("configmap laid out");
+    let admin = weir.admin_addr();
+    assert_eq!(try_get(&weir.url("/a")).await, Some((200, "A /a".into())));
+
+    // A good update: the new routes serve without a signal.
+    let v2 = format!(
+        "{LISTENER}{}{}{}",
+        upstream("b", b.addr),
+        route("/a", "b"),
+        route("/b", "b")
+    );
+    cm.swap(&weir.rendered_config(&v2));
+    let got = until(&weir.url("/b"), |r| matches!(r, Some((200, _)))).await;
+    assert_eq!(got, Some((200, "B /b".into())), "{}", weir.log_text());
+    assert_eq!(try_get(&weir.url("/a")).await, Some((200, "B /a".into())));
+    assert!(
+        weir.log_text()
+            .contains("the watched config directory changed: reloading"),
+        "{}",
+        weir.log_text()
+    );
+
+    // A bad update: refused once, the old config serves, and it is not
+    // retried while the directory stays as it is.
+    cm.swap(&weir.rendered_config(&format!("{v2}[[route]\n")));
+    let refused = eventually(Duration::from_secs(10), || {
+        weir.log_text().contains("config reload refused")
+    })
+    .await;
+    assert!(refused, "{}", weir.log_text());
+    assert!(weir.log_text().contains("weir.toml:"), "names the file");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        metric(admin, "weir_config_reloads_total{result=\"error\"}").await,
+        Some("1".into())
+    );
+    assert_eq!(try_get(&weir.url("/b")).await, Some((200, "B /b".into())));
+
+    // Fixed again: applied.
+    let v3 = format!("{LISTENER}{}{}", upstream("a", a.addr), route("/c", "a"));
+    cm.swap(&weir.rendered_config(&v3));
+    let got = until(&weir.url("/c"), |r| matches!(r, Some((200, _)))).await;
+    assert_eq!(got, Some((200, "A /c".into())), "{}", weir.log_text());
+    assert_eq!(try_get(&weir.url("/b")).await.map(|r| r.0), Some(404));
+    assert_eq!(
+        metric(admin, "weir_config_reloads_total{result=\"ok\"}").await,
+        Some("2".into())
+    );
+}
+
+#[test]
+fn watch_needs_a_config_file_and_a_sane_interval() {
+    let weir = env!("CARGO_BIN_EXE_weir");
+    let out = std::process::Command::new(weir)
+        .args(["serve", "--watch"])
+        .output()
+        .expect("run weir");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--config"), "{err}");
+
+    let out = std::process::Command::new(weir)
+        .args([
+            "serve",
+            "--config",
+            "weir.toml",
+            "--watch",
+            "--watch-interval-ms",
+            "5",
+        ])
+        .output()
+        .expect("run weir");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--watch-interval-ms") && err.contains("100"),
+        "{err}"
+    );
+}

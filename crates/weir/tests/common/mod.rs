@@ -346,16 +346,31 @@ impl WeirProcess {
     /// Starts `weir serve --config <file>` with JSON logs captured to a file.
     /// `config` may contain `{port}`, replaced by a free port for the listener.
     pub fn start(config: &str) -> WeirProcess {
+        Self::start_with(config, &[], |dir, text| {
+            let path = dir.join("weir.toml");
+            std::fs::write(&path, text).expect("write config");
+            path
+        })
+    }
+
+    /// As [`WeirProcess::start`], with `args` after `--config <file>`, and
+    /// `place` writing the config text into the temp dir (given) and
+    /// returning the path to pass to `--config`.
+    pub fn start_with(
+        config: &str,
+        args: &[&str],
+        place: impl FnOnce(&Path, &str) -> PathBuf,
+    ) -> WeirProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let path = dir.path().join("weir.toml");
         let config = ephemeral_admin(&config.replace("{port}", &port.to_string()));
-        std::fs::write(&path, config).expect("write config");
+        let path = place(dir.path(), &config);
         let log = dir.path().join("weir.log");
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--log-format", "json", "serve", "--config"])
             .arg(&path)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
@@ -381,8 +396,14 @@ impl WeirProcess {
     /// Rewrites the config file as [`WeirProcess::start`] wrote it (the
     /// same `{port}`, and the same ephemeral admin rule), for a reload.
     pub fn rewrite_config(&self, config: &str) {
-        let config = ephemeral_admin(&config.replace("{port}", &self.addr.port().to_string()));
-        std::fs::write(self.dir().join("weir.toml"), config).expect("rewrite config");
+        std::fs::write(self.dir().join("weir.toml"), self.rendered_config(config))
+            .expect("rewrite config");
+    }
+
+    /// `config` as [`WeirProcess::start`] writes it: `{port}` replaced and
+    /// the ephemeral admin rule applied.
+    pub fn rendered_config(&self, config: &str) -> String {
+        ephemeral_admin(&config.replace("{port}", &self.addr.port().to_string()))
     }
 
     /// The admin listener's address, read from the startup log line
