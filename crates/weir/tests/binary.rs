@@ -185,6 +185,23 @@ fn the_docker_config_turns_the_test_endpoints_off() {
     assert!(text.contains("test endpoints off"), "{text}");
 }
 
+/// The Kubernetes base's config is valid once its image paths
+/// (`/srv/weir/`, where the Dockerfile puts the site) point at this
+/// checkout, and listens where the manifests' ports and probes expect.
+#[test]
+fn the_kubernetes_config_is_valid_with_the_image_paths() {
+    let text = std::fs::read_to_string(repo_root().join("deploy/kubernetes/weir.toml"))
+        .expect("deploy/kubernetes/weir.toml");
+    assert!(
+        text.contains("/srv/weir/fixtures"),
+        "uses the image's paths"
+    );
+    let here = format!("{}/", repo_root().display());
+    let out = check_ok_text(&text.replace("/srv/weir/", &here));
+    assert!(out.contains("listener  http://0.0.0.0:8080"), "{out}");
+    assert!(out.contains("test endpoints off"), "{out}");
+}
+
 /// A page budget below one fragment's buffer is allowed, but `weir check`
 /// says what it means (issue 15, U3).
 #[test]
