@@ -27,6 +27,7 @@ pub mod cache;
 pub mod config;
 pub mod counted;
 mod exchange;
+pub mod fleet;
 pub mod headers;
 mod io;
 mod listeners;

@@ -135,6 +135,8 @@ pub struct Proxy {
     pub(crate) via: Via,
     /// Every live tunnel (upgraded exchange), for shutdown.
     pub(crate) tunnels: Arc<crate::tunnel::Tunnels>,
+    /// `[fleet]`: the peers cacheable requests are sharded among.
+    pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// A downstream connection's peer, as every request on it sees it: worked
@@ -264,7 +266,17 @@ impl Proxy {
             .any(|r| r.cache || r.ssr.as_ref().is_some_and(|s| s.cache_fragments))
             .then(|| cache.unwrap_or_else(|| Cache::new(&config.cache, Arc::clone(&metrics))));
         let fetchers = fetchers(config, &upstreams, &client, cache.as_ref());
+        // The secret was checked to be visible ASCII, so `new` cannot fail.
+        let fleet = config.fleet.as_ref().and_then(|settings| {
+            let fleet = crate::fleet::Fleet::new(settings, Arc::clone(&metrics)).ok()?;
+            fleet.start_discovery(&settings.discovery);
+            Some(fleet)
+        });
+        if fleet.is_none() {
+            metrics.fleet_members(0, 0);
+        }
         Proxy {
+            fleet,
             fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),

@@ -124,8 +124,33 @@ fn describe(config: &Config) -> String {
         }
     }
     match &config.admin {
-        Some(admin) => out += &format!("admin     http://{}/ (metrics, healthz)\n", admin.address),
+        Some(admin) => {
+            out += &format!(
+                "admin     http://{}/ (metrics, healthz, readyz, livez)\n",
+                admin.address
+            )
+        }
         None => out += "admin     disabled\n",
+    }
+    if let Some(fleet) = &config.fleet {
+        let peers = match &fleet.discovery {
+            weir_proxy::config::FleetDiscovery::Static(peers) => peers
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            weir_proxy::config::FleetDiscovery::Dns { name, refresh } => {
+                format!(
+                    "dns:{name} every {}",
+                    weir_proxy::config::format_duration(*refresh)
+                )
+            }
+        };
+        out += &format!(
+            "fleet     self={} peers={peers} peer_timeout={}\n",
+            fleet.self_addr,
+            weir_proxy::config::format_duration(fleet.peer_timeout)
+        );
     }
     for u in &config.upstreams {
         match &u.target {

@@ -8,7 +8,7 @@
 
 mod budget;
 pub mod health;
-mod ring;
+pub(crate) mod ring;
 mod server;
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,8 @@ mod collapse;
 mod conditional;
 mod fill;
 mod key;
+/// The primary cache key of a `GET` (see `key::primary`).
+pub(crate) use key::primary as primary_key;
 mod lookup;
 mod miss;
 mod revalidate;

@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub cache: RawCache,
+    pub fleet: Option<super::fleet::RawFleet>,
 }
 
 /// `[admin]`: the metrics and health listener.

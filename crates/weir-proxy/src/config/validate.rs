@@ -305,6 +305,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
 
     let admin = admin(&raw.admin, &listeners, &errors)?;
     let cache = cache_settings(&raw.cache, &errors)?;
+    let fleet = super::fleet::fleet(raw.fleet.as_ref(), base_dir, &errors)?;
 
     Ok(Config {
         source: label.to_owned(),
@@ -315,6 +316,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         upstreams,
         routes,
         admin,
+        fleet,
     })
 }
 

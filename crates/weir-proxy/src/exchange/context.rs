@@ -67,6 +67,9 @@ pub(crate) struct Exchange<'p> {
     /// Stops sending the request body upstream (see
     /// [`crate::body::request::Stoppable`]); `None` without a body.
     pub(crate) upload_stop: Option<weir_stream::CancelToken>,
+    /// A fleet peer forwarded this request (its token checked): it is
+    /// served here, never forwarded again.
+    pub(crate) from_peer: bool,
 }
 
 impl<'p> Exchange<'p> {
@@ -105,6 +108,7 @@ impl<'p> Exchange<'p> {
             grpc: super::grpc::is_grpc(req.headers()),
             body_pending: false,
             upload_stop: None,
+            from_peer: false,
         }
     }
 

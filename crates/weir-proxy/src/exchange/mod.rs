@@ -11,6 +11,7 @@
 //! | route | normalized path, host, route, upstream | [`request::route`] |
 //! | upgrade | a protocol switch the route allows becomes a tunnel | [`upgrade`] |
 //! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
+//! | fleet | a cacheable request another replica owns goes there, its answer relayed | [`fleet`] |
 //! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
 //! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
 //! | send | connect and response head (HTTP/1.1 or h2c); the retry point | [`send`] |
@@ -28,6 +29,7 @@ pub(crate) mod cache_hook;
 pub(crate) mod cache_lookup;
 pub(crate) mod compose;
 pub(crate) mod context;
+pub(crate) mod fleet;
 pub(crate) mod grpc;
 pub(crate) mod local;
 pub(crate) mod mirror_hook;
@@ -65,6 +67,12 @@ impl Proxy {
         // The limits apply to the request as the client sent it, before
         // Weir adds its own fields.
         let filtered = request::filter(&req, &self.settings.limits);
+        // A peer's forwarded request proves itself and loses the proof here,
+        // before anything reads the fields (crate::fleet).
+        let from_peer = self
+            .fleet
+            .as_ref()
+            .is_some_and(|f| f.admit(req.headers_mut()));
         let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.request_id = Some(id.clone());
@@ -75,14 +83,18 @@ impl Proxy {
             Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
                 local::answer(record, Local::too_busy(), head_only)
             }
-            Ok(target) if let Err(wait) = self.rate_check(target.route, &req, downstream) => {
+            // A peer's request was counted where the client sent it.
+            Ok(target)
+                if !from_peer
+                    && let Err(wait) = self.rate_check(target.route, &req, downstream) =>
+            {
                 record.reason = Some("rate limit".to_owned());
                 local::answer(record, Local::rate_limited(wait), head_only)
             }
             Ok(target) => {
-                Exchange::new(self, target, &req, downstream, record)
-                    .run(req)
-                    .await
+                let mut exchange = Exchange::new(self, target, &req, downstream, record);
+                exchange.from_peer = from_peer;
+                exchange.run(req).await
             }
             Err(local) => local::answer(record, local, head_only),
         };
@@ -127,6 +139,9 @@ impl Exchange<'_> {
         }
         if self.ssr.as_ref().is_some_and(SsrHook::serves_file) {
             return Box::pin(self.file_page(req.method(), req.uri())).await;
+        }
+        if let Some(resp) = self.fleet_forward(&req).await {
+            return self.relay_from_owner(resp);
         }
         let req = match self.cache_lookup(req).await {
             Ok(req) => req,

@@ -43,8 +43,12 @@
 //! | `weir_tls_handshake_errors_total` | counter | — |
 //! | `weir_config_reloads_total` | counter | `result` (`ok`, `error`) |
 //! | `weir_config_last_reload_success_timestamp_seconds` | gauge | — |
+//! | `weir_fleet_members` | gauge | — |
+//! | `weir_fleet_ring_epoch` | gauge | — |
+//! | `weir_fleet_requests_total` | counter | `result` (`forwarded`, `peer_error`, `owner`, `served_for_peer`, `ring_disagreement`) |
 
 mod connections;
+mod fleet;
 mod groups;
 mod labels;
 mod reloads;
@@ -63,6 +67,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use connections::ConnectionCollector;
 pub use connections::InFlight;
+pub use fleet::FleetResult;
 use groups::{AttemptLabels, AvailableCollector, GroupFamilies, RetryLabels, ServerLabels};
 pub use groups::{RETRY_RESULTS, ServerStates};
 use labels::{
@@ -154,6 +159,7 @@ pub struct Metrics {
     ssr_failures: Family<KindLabels, Counter>,
     groups: GroupFamilies,
     reloads: reloads::ReloadFamilies,
+    fleet: fleet::FleetFamilies,
 }
 
 fn duration_histogram() -> Histogram {
@@ -283,8 +289,10 @@ impl Metrics {
             states: Arc::clone(&groups.states),
         }));
         let reloads = reloads::ReloadFamilies::register(r);
+        let fleet = fleet::FleetFamilies::register(r);
         Metrics {
             reloads,
+            fleet,
             requests,
             duration,
             bytes_in,
@@ -364,6 +372,16 @@ impl Metrics {
             downstream_waits,
             registry,
         }
+    }
+
+    /// Sets `weir_fleet_members` and `weir_fleet_ring_epoch`.
+    pub fn fleet_members(&self, count: usize, epoch: u64) {
+        self.fleet.set_members(count, epoch);
+    }
+
+    /// Counts one outcome in `weir_fleet_requests_total`.
+    pub fn fleet_request(&self, result: FleetResult) {
+        self.fleet.count(result);
     }
 
     /// Counts one finished request. Called once per request, by the access

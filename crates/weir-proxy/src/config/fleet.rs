@@ -1,0 +1,348 @@
+//! `[fleet]`: this replica's place among its peers, for cache sharding
+//! (see `crate::fleet`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::duration;
+use super::error::{ConfigError, Errors};
+use super::types::{FleetDiscovery, FleetSettings};
+
+/// The shortest peer secret accepted, in bytes.
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// `[fleet]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawFleet {
+    /// This replica's address as its peers reach it; `${VAR}` reads the
+    /// environment.
+    #[serde(rename = "self")]
+    pub self_address: Spanned<String>,
+    #[serde(default)]
+    pub peers: Vec<Spanned<String>>,
+    pub peers_dns: Option<Spanned<String>>,
+    #[serde(default = "default_dns_refresh", with = "duration")]
+    pub dns_refresh: Duration,
+    pub secret: Option<Spanned<String>>,
+    pub secret_file: Option<Spanned<String>>,
+    #[serde(default = "default_peer_timeout", with = "duration")]
+    pub peer_timeout: Duration,
+}
+
+fn default_dns_refresh() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_peer_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// `text` with each `${NAME}` replaced by the environment variable `NAME`.
+///
+/// # Errors
+/// The name of a variable that is not set (or not Unicode), or `"{"` for
+/// an unclosed `${`.
+fn expand_env(text: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err("{".to_owned());
+        };
+        let name = &after[..end];
+        out.push_str(&std::env::var(name).map_err(|_| name.to_owned())?);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// An `ip:port` peer address, with a message naming `key` when it is not one.
+fn peer_addr(
+    value: &Spanned<String>,
+    text: &str,
+    key: String,
+    errors: &Errors<'_>,
+) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|_| {
+        errors.at(
+            value.span(),
+            key,
+            format!("{text:?} is not an ip:port address (e.g. \"10.0.0.7:8080\")"),
+        )
+    })
+}
+
+/// `[fleet]`, checked: `self` an address (after `${VAR}`), one way to find
+/// peers (`peers`, which must list `self`, or `peers_dns`), and a secret of
+/// at least [`MIN_SECRET_BYTES`] (`secret`, or `secret_file` read now,
+/// relative to `base_dir`).
+pub(super) fn fleet(
+    raw: Option<&RawFleet>,
+    base_dir: &Path,
+    errors: &Errors<'_>,
+) -> Result<Option<FleetSettings>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let expanded = expand_env(raw.self_address.get_ref()).map_err(|name| {
+        let why = if name == "{" {
+            "has a `${` without its `}`".to_owned()
+        } else {
+            format!("names the environment variable {name}, which is not set")
+        };
+        errors.at(raw.self_address.span(), "fleet.self", why)
+    })?;
+    let self_addr = peer_addr(&raw.self_address, &expanded, "fleet.self".into(), errors)?;
+    let discovery = match (&raw.peers_dns, raw.peers.is_empty()) {
+        (Some(dns), true) => {
+            let name = dns.get_ref();
+            let port_ok = name
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !port_ok {
+                return Err(errors.at(
+                    dns.span(),
+                    "fleet.peers_dns",
+                    format!("{name:?} is not a name:port (e.g. \"weir-peers.default.svc.cluster.local:8080\")"),
+                ));
+            }
+            FleetDiscovery::Dns {
+                name: name.clone(),
+                refresh: raw.dns_refresh,
+            }
+        }
+        (Some(dns), false) => {
+            return Err(errors.at(
+                dns.span(),
+                "fleet.peers_dns",
+                "give either `peers` (a fixed list) or `peers_dns` (a name to resolve), not both",
+            ));
+        }
+        (None, true) => {
+            return Err(errors.at(
+                raw.self_address.span(),
+                "fleet",
+                "[fleet] needs `peers` (every replica's ip:port, this one included) or `peers_dns`",
+            ));
+        }
+        (None, false) => {
+            let mut peers = Vec::with_capacity(raw.peers.len());
+            for (i, p) in raw.peers.iter().enumerate() {
+                let addr = peer_addr(p, p.get_ref(), format!("fleet.peers[{i}]"), errors)?;
+                if peers.contains(&addr) {
+                    return Err(errors.at(
+                        p.span(),
+                        format!("fleet.peers[{i}]"),
+                        format!("{addr} is listed twice"),
+                    ));
+                }
+                peers.push(addr);
+            }
+            if !peers.contains(&self_addr) {
+                return Err(errors.at(
+                    raw.self_address.span(),
+                    "fleet.self",
+                    format!(
+                        "{self_addr} is not one of `peers`: list every replica, this one included"
+                    ),
+                ));
+            }
+            FleetDiscovery::Static(peers)
+        }
+    };
+    let secret = match (&raw.secret, &raw.secret_file) {
+        (Some(s), None) => (s.get_ref().clone(), s.span()),
+        (None, Some(f)) => {
+            let path = base_dir.join(f.get_ref());
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                errors.at(
+                    f.span(),
+                    "fleet.secret_file",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            (text.trim().to_owned(), f.span())
+        }
+        (Some(s), Some(_)) => {
+            return Err(errors.at(
+                s.span(),
+                "fleet.secret",
+                "give either `secret` or `secret_file`, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(errors.at(
+                raw.self_address.span(),
+                "fleet",
+                "[fleet] needs `secret` or `secret_file`: peers prove they are peers with it",
+            ));
+        }
+    };
+    let (secret, span) = secret;
+    let visible = secret.bytes().all(|b| b.is_ascii_graphic());
+    if secret.len() < MIN_SECRET_BYTES || !visible {
+        return Err(errors.at(
+            span,
+            "fleet.secret",
+            format!(
+                "the peer secret must be at least {MIN_SECRET_BYTES} visible ASCII characters \
+                 (no spaces), e.g. the output of `openssl rand -hex 32`"
+            ),
+        ));
+    }
+    Ok(Some(FleetSettings {
+        self_addr,
+        discovery,
+        secret,
+        peer_timeout: raw.peer_timeout,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand_env;
+
+    #[test]
+    fn env_expansion() {
+        // PATH is set in every test environment.
+        let path = std::env::var("PATH").expect("PATH");
+        assert_eq!(
+            expand_env("a${PATH}b").as_deref(),
+            Ok(format!("a{path}b").as_str())
+        );
+        assert_eq!(expand_env("plain:80").as_deref(), Ok("plain:80"));
+        assert_eq!(
+            expand_env("${WEIR_SURELY_UNSET_VARIABLE}:80"),
+            Err("WEIR_SURELY_UNSET_VARIABLE".to_owned())
+        );
+        assert_eq!(expand_env("${PATH"), Err("{".to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use std::path::Path;
+
+    use crate::config::{Config, FleetDiscovery};
+
+    const BASE: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n\n[[route]]\nupstream = \"app\"\ncache = true\n\n";
+    const SECRET: &str = "secret = \"0123456789abcdef\"\n";
+
+    fn parse(fleet: &str) -> Result<Config, String> {
+        Config::parse(
+            &format!("{BASE}[fleet]\n{fleet}"),
+            "test.toml",
+            Path::new("."),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_static_fleet_and_a_dns_fleet_are_read() {
+        let c = parse(&format!(
+            "self = \"10.0.0.2:8080\"\npeers = [\"10.0.0.1:8080\", \"10.0.0.2:8080\"]\n{SECRET}peer_timeout = \"250ms\"\n"
+        ))
+        .expect("valid");
+        let f = c.fleet.expect("a fleet");
+        assert_eq!(f.self_addr.to_string(), "10.0.0.2:8080");
+        assert_eq!(f.peer_timeout.as_millis(), 250);
+        assert!(matches!(&f.discovery, FleetDiscovery::Static(p) if p.len() == 2));
+        assert!(
+            !format!("{f:?}").contains("0123456789abcdef"),
+            "Debug hides the secret"
+        );
+
+        let c = parse(&format!(
+            "self = \"10.0.0.2:8080\"\npeers_dns = \"weir-peers.ns.svc:8080\"\n{SECRET}"
+        ))
+        .expect("valid");
+        let f = c.fleet.expect("a fleet");
+        assert_eq!(
+            f.discovery,
+            FleetDiscovery::Dns {
+                name: "weir-peers.ns.svc:8080".into(),
+                refresh: std::time::Duration::from_secs(5)
+            }
+        );
+    }
+
+    #[test]
+    fn self_reads_the_environment() {
+        // A variable nobody sets.
+        let c = parse(&format!(
+            "self = \"${{WEIR_TEST_NO_SUCH_VARIABLE_XYZ}}:8080\"\npeers_dns = \"p:8080\"\n{SECRET}"
+        ));
+        let e = c.expect_err("unset variable");
+        assert!(e.contains("test.toml:") && e.contains("fleet.self"), "{e}");
+        assert!(e.contains("WEIR_TEST_NO_SUCH_VARIABLE_XYZ"), "{e}");
+    }
+
+    #[test]
+    fn bad_fleets_name_the_line_and_key() {
+        let cases: [(&str, &str, &str); 8] = [
+            (
+                "self = \"10.0.0.9:8080\"\npeers = [\"10.0.0.1:8080\"]\n",
+                "fleet.self",
+                "not one of `peers`",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\", \"10.0.0.1:8080\"]\n",
+                "fleet.peers[1]",
+                "listed twice",
+            ),
+            (
+                "self = \"nope\"\npeers_dns = \"p:1\"\n",
+                "fleet.self",
+                "not an ip:port",
+            ),
+            ("self = \"10.0.0.1:8080\"\n", "fleet", "needs `peers`"),
+            (
+                "self = \"10.0.0.1:8080\"\npeers_dns = \"no-port\"\n",
+                "fleet.peers_dns",
+                "name:port",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\npeers_dns = \"p:1\"\n",
+                "fleet.peers_dns",
+                "not both",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nsecret = \"short\"\n",
+                "fleet.secret",
+                "at least 16",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nsecret_file = \"/nonexistent/weir-secret\"\n",
+                "fleet.secret_file",
+                "cannot read",
+            ),
+        ];
+        for (text, key, says) in cases {
+            let with_secret = if text.contains("secret") {
+                text.to_owned()
+            } else {
+                format!("{text}{SECRET}")
+            };
+            let e = parse(&with_secret).expect_err(text);
+            assert!(e.contains("test.toml:"), "{e}");
+            assert!(e.contains(key), "{key}: {e}");
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        let e = parse("self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\n")
+            .expect_err("no secret");
+        assert!(e.contains("needs `secret` or `secret_file`"), "{e}");
+        let e = parse(&format!(
+            "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\n{SECRET}peer = 1\n"
+        ))
+        .expect_err("unknown key");
+        assert!(e.contains("peer"), "{e}");
+    }
+}

@@ -1,0 +1,166 @@
+//! The fleet phase (`[fleet]`, see [`crate::fleet`]): a cacheable request
+//! whose key another replica owns goes to that replica, and its answer is
+//! relayed as the owner made it (its cache, its transforms); every other
+//! request goes on to the cache lookup here.
+//!
+//! Sharded: `GET` and `HEAD` without `Authorization` and without a body,
+//! on a route with `cache = true`, from a client (a peer's request is
+//! served where it lands). The forwarded request is the client's, as it
+//! came: same method, target and `Host`, hop-by-hop fields removed,
+//! `X-Forwarded-*` and `Via` added as for any upstream, and the peer
+//! fields. A forward that fails before the owner's response head (no
+//! connection, no head within `peer_timeout`, a head hyper cannot parse)
+//! is served here instead, and the owner is skipped for a while.
+
+use http::uri::{Authority, Scheme};
+use http::{Method, Request, Response, StatusCode, Version, header};
+use http_body_util::{Either, Empty};
+use hyper::body::Incoming;
+use weir_stream::body::HttpBodySource;
+
+use super::context::Exchange;
+use super::local::Local;
+use crate::body::idle::IdleTimeout;
+use crate::body::response::{ResponseBody, ResponseSource};
+use crate::fleet::Owner;
+use crate::headers;
+use crate::metrics::FleetResult;
+use crate::proxy::Proxy;
+use crate::upstream::PooledBody;
+
+impl Exchange<'_> {
+    /// The fleet phase: the owner's response head when the request was
+    /// forwarded to it, `None` to serve the request here.
+    pub(crate) async fn fleet_forward(
+        &mut self,
+        req: &Request<Incoming>,
+    ) -> Option<Response<PooledBody>> {
+        let fleet = self.proxy.fleet.as_ref()?;
+        if self.cache.is_none() || self.from_peer || !shardable(req) {
+            return None;
+        }
+        let key = crate::cache::primary_key(
+            self.target.client_host.as_deref(),
+            &self.target.path,
+            req.uri().query(),
+        );
+        let (addr, epoch) = match fleet.owner(&key) {
+            Owner::Here => {
+                fleet.count(FleetResult::Owner);
+                return None;
+            }
+            Owner::Peer { addr, epoch } => (addr, epoch),
+        };
+        let forward = self.peer_request(req, &addr.to_string(), epoch)?;
+        let authority: Authority = addr.to_string().parse().ok()?;
+        let client = &self.proxy.client;
+        let sent = match client.pool(&Scheme::HTTP, &authority, None) {
+            Ok(pool) => client
+                .send_on(&pool, forward, false, Some(fleet.peer_timeout()))
+                .await
+                .map_err(|f| f.error.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match sent {
+            Ok(resp) => {
+                fleet.count(FleetResult::Forwarded);
+                self.record.server = Some(format!("peer {addr}").into());
+                self.record.attempts = 1;
+                Some(resp)
+            }
+            Err(why) => {
+                fleet.peer_failed(addr);
+                tracing::warn!(
+                    target: "weir::fleet",
+                    peer = %addr,
+                    "forwarding a cacheable request to its owner failed; serving it here, and skipping the peer for {}s: {why}",
+                    crate::fleet::PEER_BACKOFF.as_secs()
+                );
+                None
+            }
+        }
+    }
+
+    /// The request forwarded to the owner at `authority`: the client's,
+    /// with the head rules of any hop and the peer fields.
+    fn peer_request(
+        &self,
+        req: &Request<Incoming>,
+        authority: &str,
+        epoch: u64,
+    ) -> Option<Request<crate::body::request::RequestBody>> {
+        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let uri = format!("http://{authority}{target}").parse().ok()?;
+        let mut headers = req.headers().clone();
+        headers::remove_hop_by_hop(&mut headers);
+        let received = req.version();
+        if received == Version::HTTP_2 {
+            headers::join_cookies(&mut headers);
+        }
+        // The owner routes by the client's host, as this replica did.
+        match self.target.client_host.as_deref() {
+            Some(host) => {
+                headers.insert(header::HOST, host.parse().ok()?);
+            }
+            None => {
+                headers.remove(header::HOST);
+            }
+        }
+        headers::set_forwarded(
+            &mut headers,
+            Proxy::forwarded_peer(self.downstream, self.target.client_host.as_deref()),
+        );
+        self.proxy.via.append(&mut headers, received);
+        self.proxy.fleet.as_ref()?.mark(&mut headers, epoch);
+        let mut forward = Request::new(Either::Right(Empty::new()));
+        *forward.method_mut() = req.method().clone();
+        *forward.uri_mut() = uri;
+        *forward.headers_mut() = headers;
+        Some(forward)
+    }
+
+    /// The owner's answer, downstream: its head through the response head
+    /// filter, its body as it comes. The owner already ran the route's
+    /// cache and transforms on it, so neither runs again here.
+    pub(crate) fn relay_from_owner(mut self, resp: Response<PooledBody>) -> Response<ResponseBody> {
+        let (mut parts, body) = resp.into_parts();
+        if let Err(what) = headers::response_head(&mut parts, &self.proxy.via) {
+            self.record.reason = Some(format!("fleet peer sent {what}"));
+            return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
+        }
+        let status = parts.status;
+        let empty = self.head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || http_body::Body::is_end_stream(&body);
+        let source = if empty {
+            drop(body);
+            ResponseSource::empty()
+        } else {
+            ResponseSource::Upstream(IdleTimeout::new(
+                HttpBodySource::new(body),
+                self.proxy.settings.body_idle_timeout,
+            ))
+        };
+        self.transforms = None;
+        self.cache = None;
+        self.ssr = None;
+        self.respond(parts, source, empty)
+    }
+}
+
+/// Whether a request may be answered by the key's owner: a `GET` or
+/// `HEAD` with no body and no `Authorization` (which the cache never
+/// stores for).
+fn shardable(req: &Request<Incoming>) -> bool {
+    let method = req.method();
+    (*method == Method::GET || *method == Method::HEAD)
+        && !req.headers().contains_key(header::AUTHORIZATION)
+        && !req.headers().contains_key(header::TRANSFER_ENCODING)
+        && req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_none_or(|v| v.as_bytes() == b"0")
+        && (req.version() != Version::HTTP_2 || http_body::Body::is_end_stream(req.body()))
+}

@@ -1,0 +1,103 @@
+//! The fleet families: `weir_fleet_members`, `weir_fleet_ring_epoch` and
+//! `weir_fleet_requests_total{result}`.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::labels::ResultLabels;
+
+/// What the fleet phase did with a request (`weir_fleet_requests_total`'s
+/// `result`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetResult {
+    /// A cacheable request another replica owns, forwarded there.
+    Forwarded,
+    /// A forward that failed (no connection, no head in time, a bad
+    /// answer); this replica served the request itself.
+    PeerError,
+    /// A cacheable request this replica owns, from a client.
+    Owner,
+    /// A request a peer forwarded, served here.
+    ServedForPeer,
+    /// A forwarded request whose ring epoch differed from this replica's.
+    RingDisagreement,
+}
+
+impl FleetResult {
+    /// Every value, in label order.
+    pub const ALL: [FleetResult; 5] = [
+        FleetResult::Forwarded,
+        FleetResult::PeerError,
+        FleetResult::Owner,
+        FleetResult::ServedForPeer,
+        FleetResult::RingDisagreement,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FleetResult::Forwarded => "forwarded",
+            FleetResult::PeerError => "peer_error",
+            FleetResult::Owner => "owner",
+            FleetResult::ServedForPeer => "served_for_peer",
+            FleetResult::RingDisagreement => "ring_disagreement",
+        }
+    }
+}
+
+/// The fleet families, registered once per proxy (reloads keep them).
+#[derive(Debug)]
+pub(super) struct FleetFamilies {
+    members: Gauge,
+    epoch: Gauge,
+    requests: Family<ResultLabels, Counter>,
+}
+
+impl FleetFamilies {
+    pub(super) fn register(r: &mut Registry) -> FleetFamilies {
+        let members = Gauge::default();
+        r.register(
+            "fleet_members",
+            "Replicas on this replica's ring, itself included (0: no [fleet])",
+            members.clone(),
+        );
+        let epoch = Gauge::default();
+        r.register(
+            "fleet_ring_epoch",
+            "The ring epoch (the top 48 bits of the member list's digest): equal on replicas that agree",
+            epoch.clone(),
+        );
+        let requests = Family::<ResultLabels, Counter>::default();
+        r.register(
+            "fleet_requests",
+            "Cacheable requests by what the fleet phase did with them, and requests from peers",
+            requests.clone(),
+        );
+        for result in FleetResult::ALL {
+            drop(requests.get_or_create(&ResultLabels {
+                result: result.as_str(),
+            }));
+        }
+        FleetFamilies {
+            members,
+            epoch,
+            requests,
+        }
+    }
+
+    pub(super) fn set_members(&self, count: usize, epoch: u64) {
+        self.members.set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.epoch
+            .set(i64::try_from(epoch >> 16).unwrap_or(i64::MAX));
+    }
+
+    pub(super) fn count(&self, result: FleetResult) {
+        self.requests
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+}

@@ -1,0 +1,424 @@
+//! A fleet of `weir serve` replicas on 127.0.0.1, 127.0.0.2 and 127.0.0.3
+//! sharing one cache by consistent hashing (`[fleet]`), end to end: real
+//! processes, real sockets, an origin that counts its fetches per path.
+//!
+//! Pinned: each key is fetched from the origin once for the whole fleet,
+//! whichever replicas the clients reach (three times without `[fleet]`);
+//! concurrent misses of one key sent to all replicas collapse into one
+//! fetch; a peer that stalls or answers garbage costs one short timeout,
+//! is counted, and its keys are then served where they land, with no
+//! request failing.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use http_body_util::{BodyExt as _, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+
+const SECRET: &str = "fleet-test-secret-0123456789";
+
+/// An origin that answers `/k/...` with the path, cacheable for 5 minutes,
+/// counting fetches per path; `/slow/...` the same after 300 ms.
+struct CountingOrigin {
+    addr: SocketAddr,
+    hits: Arc<Mutex<HashMap<String, usize>>>,
+    /// Requests that arrived with a peer field (`x-weir-peer-token`,
+    /// `x-weir-ring-epoch`): there must be none.
+    peer_fields: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CountingOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl CountingOrigin {
+    async fn start() -> CountingOrigin {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let hits = Arc::new(Mutex::new(HashMap::new()));
+        let counted = Arc::clone(&hits);
+        let peer_fields = Arc::new(AtomicUsize::new(0));
+        let leaked = Arc::clone(&peer_fields);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (counted, leaked) = (Arc::clone(&counted), Arc::clone(&leaked));
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let (counted, leaked) = (Arc::clone(&counted), Arc::clone(&leaked));
+                        async move {
+                            if req
+                                .headers()
+                                .keys()
+                                .any(|k| k.as_str().starts_with("x-weir-"))
+                            {
+                                leaked.fetch_add(1, Ordering::Relaxed);
+                            }
+                            let path = req.uri().path().to_owned();
+                            *counted
+                                .lock()
+                                .expect("hits")
+                                .entry(path.clone())
+                                .or_insert(0) += 1;
+                            if path.starts_with("/slow/") {
+                                tokio::time::sleep(Duration::from_millis(300)).await;
+                            }
+                            let resp = http::Response::builder()
+                                .header("cache-control", "max-age=300")
+                                .body(Full::new(Bytes::from(format!("origin {path}"))))
+                                .expect("response");
+                            Ok::<_, std::convert::Infallible>(resp)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        CountingOrigin {
+            addr,
+            hits,
+            peer_fields,
+            task,
+        }
+    }
+
+    fn hits(&self) -> HashMap<String, usize> {
+        self.hits.lock().expect("hits").clone()
+    }
+
+    fn total(&self) -> usize {
+        self.hits().values().sum()
+    }
+}
+
+/// One `weir serve` replica, killed on drop.
+struct Replica {
+    child: Child,
+    addr: SocketAddr,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Replica {
+    /// `weir serve` listening on `addr`, caching everything from `origin`,
+    /// with `fleet` (a `[fleet]` table, or empty) appended.
+    fn start(addr: SocketAddr, origin: SocketAddr, fleet: &str) -> Replica {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = format!(
+            "[[listener]]\naddress = \"{addr}\"\n\n[admin]\naddress = \"{}:0\"\n\n\
+             [[upstream]]\nname = \"origin\"\nurl = \"http://{origin}\"\n\n\
+             [[route]]\npath_prefix = \"/\"\nupstream = \"origin\"\ncache = true\n\n{fleet}",
+            addr.ip()
+        );
+        let path = dir.path().join("weir.toml");
+        std::fs::write(&path, config).expect("write config");
+        let log = dir.path().join("weir.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["--log-format", "json", "serve", "--config"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn weir");
+        wait_for_port(addr, Duration::from_secs(20));
+        Replica {
+            child,
+            addr,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The admin listener's address, from the startup log line.
+    fn admin(&self) -> SocketAddr {
+        let start = Instant::now();
+        loop {
+            let log = self.log_text();
+            if let Some(rest) = log.split("admin endpoint on http://").nth(1) {
+                let addr = rest.split('/').next().unwrap_or_default();
+                return addr.parse().expect("admin address in the log");
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `weir_fleet_requests_total{result=...}` now.
+    async fn fleet_count(&self, result: &str) -> u64 {
+        let (_, _, body) = get(&format!("http://{}/metrics", self.admin()), false).await;
+        let sample = format!("weir_fleet_requests_total{{result=\"{result}\"}} ");
+        String::from_utf8_lossy(&body)
+            .lines()
+            .find_map(|l| l.strip_prefix(&sample).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no {sample} in /metrics"))
+    }
+}
+
+/// The three replica addresses: one port free on 127.0.0.1, on .1, .2, .3.
+fn addresses() -> [SocketAddr; 3] {
+    let port = free_port();
+    [1, 2, 3].map(|i| SocketAddr::from(([127, 0, 0, i], port)))
+}
+
+/// The `[fleet]` table of the replica at `me` among `peers`.
+fn fleet_table(me: SocketAddr, peers: &[SocketAddr], extra: &str) -> String {
+    let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
+    format!(
+        "[fleet]\nself = \"{me}\"\npeers = [{}]\nsecret = \"{SECRET}\"\n{extra}\n",
+        list.join(", ")
+    )
+}
+
+/// Sends `count` GETs for `site.test`, request `i` for `path(i)` to
+/// replica `i % n`, 32 at a time; every answer must be 200 with the
+/// origin's body for the path.
+async fn load(
+    replicas: &[Replica],
+    count: usize,
+    path: impl Fn(usize) -> String + Send + Sync + 'static,
+) {
+    let client = client(false);
+    let next = Arc::new(AtomicUsize::new(0));
+    let targets: Arc<Vec<SocketAddr>> = Arc::new(replicas.iter().map(|r| r.addr).collect());
+    let path = Arc::new(path);
+    let mut workers = Vec::new();
+    for _ in 0..32 {
+        let (client, next, targets, path) = (
+            client.clone(),
+            Arc::clone(&next),
+            Arc::clone(&targets),
+            Arc::clone(&path),
+        );
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= count {
+                    return;
+                }
+                let p = path(i);
+                let target = targets[i % targets.len()];
+                // One site name whichever replica is reached, as behind a
+                // load balancer: the cache key has the host in it.
+                let req = http::Request::get(format!("http://{target}{p}"))
+                    .header(http::header::HOST, "site.test")
+                    .body(Full::new(Bytes::new()))
+                    .expect("request");
+                let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
+                    .await
+                    .unwrap_or_else(|_| panic!("request {i} to {target} timed out"))
+                    .unwrap_or_else(|e| panic!("request {i} to {target}: {e}"));
+                let status = resp.status();
+                let body = resp.into_body().collect().await.expect("body").to_bytes();
+                assert_eq!(status, 200, "request {i} {p} via {target}: {body:?}");
+                assert_eq!(body, format!("origin {p}"), "request {i} via {target}");
+            }
+        }));
+    }
+    for w in workers {
+        w.await.expect("load worker");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_fetch_each_key_once_and_collapse_misses_across_the_fleet() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    // A peer timeout well above what a loaded debug build can take, so
+    // that no forward falls back to the origin (that path has its own tests).
+    let extra = "peer_timeout = \"10s\"";
+    let replicas: Vec<Replica> = addrs
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, extra)))
+        .collect();
+
+    // 10,000 requests over 1,000 keys, spread over the three replicas.
+    load(&replicas, 10_000, |i| format!("/k/{}", i % 1000)).await;
+    let hits = origin.hits();
+    assert_eq!(hits.len(), 1000, "every key reached the origin");
+    let twice: Vec<_> = hits.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "keys fetched more than once: {twice:?}");
+    for r in &replicas {
+        let (forwarded, owner) = (
+            r.fleet_count("forwarded").await,
+            r.fleet_count("owner").await,
+        );
+        // About two thirds of a replica's requests belong to the others.
+        assert!(forwarded > 1500, "{}: forwarded {forwarded}", r.addr);
+        assert!(owner > 700, "{}: owner {owner}", r.addr);
+        assert_eq!(r.fleet_count("peer_error").await, 0, "{}", r.log_text());
+        assert_eq!(r.fleet_count("ring_disagreement").await, 0);
+    }
+
+    // 50 new keys, each asked 12 times at once through all three replicas
+    // (4 each) while the origin takes 300 ms: one fetch per key.
+    load(&replicas, 600, |i| format!("/slow/{}", i / 12)).await;
+    let slow: Vec<usize> = origin
+        .hits()
+        .iter()
+        .filter(|(p, _)| p.starts_with("/slow/"))
+        .map(|(_, n)| *n)
+        .collect();
+    assert_eq!(slow.len(), 50);
+    if slow.iter().any(|&n| n != 1) {
+        let mut why = String::new();
+        for r in &replicas {
+            why += &format!(
+                "{} peer errors: {}\n",
+                r.addr,
+                r.fleet_count("peer_error").await
+            );
+            for l in r.log_text().lines().filter(|l| l.contains("WARN")).take(5) {
+                why += l;
+                why.push('\n');
+            }
+        }
+        panic!("fetches per slow key: {slow:?}\n{why}");
+    }
+    assert_eq!(origin.total(), 1050);
+    assert_eq!(origin.peer_fields.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_fleet_each_replica_fetches_each_key_itself() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas: Vec<Replica> = addrs
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, ""))
+        .collect();
+    load(&replicas, 10_000, |i| format!("/k/{}", i % 1000)).await;
+    // Request i goes to replica i % 3 and asks key i % 1000: every key
+    // reaches every replica, which fetches it once.
+    assert_eq!(origin.total(), 3000);
+}
+
+/// A member that accepts connections and never answers (`stall`), or
+/// answers garbage.
+async fn bad_peer(addr: SocketAddr, stall: bool) -> tokio::task::JoinHandle<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .expect("bind bad peer");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                if stall {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                } else {
+                    let _ = s.write_all(b"NOT HTTP AT ALL\r\n\r\n").await;
+                }
+            });
+        }
+    })
+}
+
+async fn a_bad_peer_costs_one_short_timeout_and_no_failed_request(stall: bool) {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let bad = bad_peer(addrs[2], stall).await;
+    let extra = "peer_timeout = \"300ms\"";
+    let replicas: Vec<Replica> = addrs[..2]
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, extra)))
+        .collect();
+    let started = Instant::now();
+    load(&replicas, 600, |i| format!("/k/{}", i % 300)).await;
+    let elapsed = started.elapsed();
+    // The bad peer owns about a third of the keys; each good replica tries
+    // it for the requests in flight when it first fails, then skips it.
+    for r in &replicas {
+        let errors = r.fleet_count("peer_error").await;
+        assert!(
+            (1..=64).contains(&errors),
+            "{}: {errors} peer errors",
+            r.addr
+        );
+        assert!(
+            r.log_text()
+                .contains("forwarding a cacheable request to its owner failed"),
+            "{}",
+            r.log_text()
+        );
+    }
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "600 requests took {elapsed:?}"
+    );
+    // The good replicas still share their own keys: fewer fetches than
+    // two replicas caching alone would make.
+    assert!(origin.total() < 600, "{} fetches", origin.total());
+    bad.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_peer_costs_one_short_timeout_and_no_failed_request() {
+    a_bad_peer_costs_one_short_timeout_and_no_failed_request(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_answering_garbage_is_skipped_and_no_request_fails() {
+    a_bad_peer_costs_one_short_timeout_and_no_failed_request(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_peer_token_is_an_ordinary_request_and_never_reaches_the_origin() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas: Vec<Replica> = addrs
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, "")))
+        .collect();
+    // A client claiming to be a peer with the wrong secret: the request is
+    // sharded like any other, and the field is not sent upstream.
+    let out = curl(&[
+        "-s",
+        "-H",
+        "x-weir-peer-token: not-the-secret-at-all",
+        "-H",
+        "x-weir-ring-epoch: 0000000000000000",
+        &format!("http://{}/k/forged", replicas[0].addr),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "origin /k/forged");
+    let mut total = 0;
+    for r in &replicas {
+        total += r.fleet_count("served_for_peer").await;
+        assert_eq!(r.fleet_count("ring_disagreement").await, 0);
+    }
+    // Forwarded at most once (0 when replica 0 owns the key).
+    assert!(total <= 1, "served_for_peer {total}");
+    assert_eq!(origin.total(), 1);
+    assert_eq!(
+        origin.peer_fields.load(Ordering::Relaxed),
+        0,
+        "a peer field reached the origin"
+    );
+}
