@@ -127,7 +127,9 @@ impl Fleet {
             FleetDiscovery::Dns { .. } => vec![settings.self_addr],
         };
         let members = Members::new(initial);
-        metrics.fleet_members(members.addrs.len(), members.epoch);
+        metrics
+            .fleet()
+            .set_members(members.addrs.len(), members.epoch);
         Ok(Arc::new(Fleet {
             self_addr: settings.self_addr,
             token: HeaderValue::from_str(&settings.secret)?,
@@ -198,7 +200,9 @@ impl Fleet {
             "fleet members changed: {}",
             next.addrs.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(", ")
         );
-        self.metrics.fleet_members(next.addrs.len(), next.epoch);
+        self.metrics
+            .fleet()
+            .set_members(next.addrs.len(), next.epoch);
         self.members.store(Arc::new(next));
     }
 
@@ -248,7 +252,7 @@ impl Fleet {
 
     /// A forward to `addr` failed: skip it for [`PEER_BACKOFF`].
     pub(crate) fn peer_failed(&self, addr: SocketAddr) {
-        self.metrics.fleet_request(FleetResult::PeerError);
+        self.metrics.fleet().count(FleetResult::PeerError);
         let members = self.members.load();
         if let Ok(i) = members.addrs.binary_search(&addr) {
             let until = self
@@ -276,9 +280,9 @@ impl Fleet {
                 .and_then(|s| u64::from_str_radix(s, 16).ok())
         });
         if theirs != Some(self.epoch()) {
-            self.metrics.fleet_request(FleetResult::RingDisagreement);
+            self.metrics.fleet().count(FleetResult::RingDisagreement);
         }
-        self.metrics.fleet_request(FleetResult::ServedForPeer);
+        self.metrics.fleet().count(FleetResult::ServedForPeer);
         true
     }
 
@@ -292,7 +296,7 @@ impl Fleet {
 
     /// Counts one outcome of the fleet phase.
     pub(crate) fn count(&self, result: FleetResult) {
-        self.metrics.fleet_request(result);
+        self.metrics.fleet().count(result);
     }
 }
 

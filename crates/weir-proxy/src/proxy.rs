@@ -273,7 +273,7 @@ impl Proxy {
             Some(fleet)
         });
         if fleet.is_none() {
-            metrics.fleet_members(0, 0);
+            metrics.fleet().set_members(0, 0);
         }
         Proxy {
             fleet,

@@ -204,9 +204,19 @@ async fn load(
     count: usize,
     path: impl Fn(usize) -> String + Send + Sync + 'static,
 ) {
+    let targets: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    load_to(targets, count, path).await;
+}
+
+/// [`load`] to `targets`.
+async fn load_to(
+    targets: Vec<SocketAddr>,
+    count: usize,
+    path: impl Fn(usize) -> String + Send + Sync + 'static,
+) {
     let client = client(false);
     let next = Arc::new(AtomicUsize::new(0));
-    let targets: Arc<Vec<SocketAddr>> = Arc::new(replicas.iter().map(|r| r.addr).collect());
+    let targets = Arc::new(targets);
     let path = Arc::new(path);
     let mut workers = Vec::new();
     for _ in 0..32 {
@@ -421,4 +431,77 @@ async fn a_forged_peer_token_is_an_ordinary_request_and_never_reaches_the_origin
         0,
         "a peer field reached the origin"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_to_one_replica_under_load_fails_no_request() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let mut replicas: Vec<Replica> = addrs
+        .iter()
+        .map(|&a| {
+            let table = fleet_table(a, &addrs, "");
+            Replica::start(
+                a,
+                origin.addr,
+                &format!("{table}\n[server]\nshutdown_grace = \"3s\"\n"),
+            )
+        })
+        .collect();
+    let mut leaving = replicas.pop().expect("three");
+    let admin = leaving.admin();
+    let survivors: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+
+    // Load on the two that stay (a load balancer's view), and requests in
+    // flight on the one that leaves when it gets SIGTERM.
+    let steady = tokio::spawn(load_to(survivors, 6000, |i| format!("/k/{}", i % 500)));
+    let in_flight = tokio::spawn(load_to(vec![leaving.addr], 8, |i| {
+        format!("/slow/drain-{i}")
+    }));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &leaving.child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let sent = Instant::now();
+    assert!(!steady.is_finished(), "the load outlasts the SIGTERM");
+
+    // Readiness fails at once; liveness holds while it drains.
+    let code = |path: &str| {
+        let out = curl(&[
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("http://{admin}{path}"),
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(code("/readyz"), "503");
+    assert!(
+        sent.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(code("/livez"), "200");
+
+    in_flight
+        .await
+        .expect("the requests in flight on the leaving replica all ended 200");
+    steady.await.expect("every request to the others ended 200");
+    // It exits within its grace period (3 s), with margin for a loaded machine.
+    let exited = loop {
+        if let Some(status) = leaving.child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(8),
+            "still running {:?} after SIGTERM",
+            sent.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exited.success(), "{exited:?}\n{}", leaving.log_text());
 }

@@ -31,7 +31,7 @@ use std::path::Path;
 
 pub use duration::format as format_duration;
 pub use error::{ConfigError, MAX_CONFIG_BYTES};
-pub use fleet::MIN_SECRET_BYTES;
+pub use fleet::{FleetDiscovery, FleetSettings, MIN_SECRET_BYTES};
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;

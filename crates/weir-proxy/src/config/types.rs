@@ -32,52 +32,7 @@ pub struct Config {
     pub cache: CacheSettings,
     /// `[fleet]`: this replica's peers, among which cacheable requests are
     /// sharded by key (`None`: no fleet, every replica caches for itself).
-    pub fleet: Option<FleetSettings>,
-}
-
-/// `[fleet]`: a replica among peers that share one cache by consistent
-/// hashing (see `crate::fleet`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct FleetSettings {
-    /// This replica's address as its peers reach it (`self`, `${VAR}`
-    /// expanded from the environment).
-    pub self_addr: SocketAddr,
-    /// How the peers are found.
-    pub discovery: FleetDiscovery,
-    /// The shared secret a peer's forwarded request carries (`secret`, or
-    /// the trimmed contents of `secret_file`; at least 16 visible ASCII
-    /// characters).
-    pub secret: String,
-    /// How long a forwarded miss may wait for the owner's response head
-    /// before this replica serves it itself (`peer_timeout`, default 1 s).
-    pub peer_timeout: Duration,
-}
-
-impl std::fmt::Debug for FleetSettings {
-    /// Everything but the secret.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FleetSettings")
-            .field("self_addr", &self.self_addr)
-            .field("discovery", &self.discovery)
-            .field("peer_timeout", &self.peer_timeout)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Where a replica finds its peers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FleetDiscovery {
-    /// `peers`: a fixed list of `ip:port`, this replica included.
-    Static(Vec<SocketAddr>),
-    /// `peers_dns`: a `name:port` whose A/AAAA records are the peers (a
-    /// Kubernetes headless Service), resolved again every `refresh`
-    /// (`dns_refresh`, default 5 s).
-    Dns {
-        /// The `name:port` to resolve.
-        name: String,
-        /// Time between two resolutions.
-        refresh: Duration,
-    },
+    pub fleet: Option<super::fleet::FleetSettings>,
 }
 
 /// A `[[listener]]`: an address, and TLS if the listener terminates it.

@@ -49,7 +49,7 @@ impl FleetResult {
 
 /// The fleet families, registered once per proxy (reloads keep them).
 #[derive(Debug)]
-pub(super) struct FleetFamilies {
+pub struct FleetFamilies {
     members: Gauge,
     epoch: Gauge,
     requests: Family<ResultLabels, Counter>,
@@ -87,13 +87,15 @@ impl FleetFamilies {
         }
     }
 
-    pub(super) fn set_members(&self, count: usize, epoch: u64) {
+    /// Sets `weir_fleet_members` and `weir_fleet_ring_epoch`.
+    pub fn set_members(&self, count: usize, epoch: u64) {
         self.members.set(i64::try_from(count).unwrap_or(i64::MAX));
         self.epoch
             .set(i64::try_from(epoch >> 16).unwrap_or(i64::MAX));
     }
 
-    pub(super) fn count(&self, result: FleetResult) {
+    /// Counts one outcome in `weir_fleet_requests_total`.
+    pub fn count(&self, result: FleetResult) {
         self.requests
             .get_or_create(&ResultLabels {
                 result: result.as_str(),

@@ -67,7 +67,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use connections::ConnectionCollector;
 pub use connections::InFlight;
-pub use fleet::FleetResult;
+pub use fleet::{FleetFamilies, FleetResult};
 use groups::{AttemptLabels, AvailableCollector, GroupFamilies, RetryLabels, ServerLabels};
 pub use groups::{RETRY_RESULTS, ServerStates};
 use labels::{
@@ -374,14 +374,9 @@ impl Metrics {
         }
     }
 
-    /// Sets `weir_fleet_members` and `weir_fleet_ring_epoch`.
-    pub fn fleet_members(&self, count: usize, epoch: u64) {
-        self.fleet.set_members(count, epoch);
-    }
-
-    /// Counts one outcome in `weir_fleet_requests_total`.
-    pub fn fleet_request(&self, result: FleetResult) {
-        self.fleet.count(result);
+    /// The `weir_fleet_*` families.
+    pub fn fleet(&self) -> &FleetFamilies {
+        &self.fleet
     }
 
     /// Counts one finished request. Called once per request, by the access
