@@ -57,6 +57,9 @@ struct Shared {
     cache: Option<Arc<Cache>>,
     tunnels: Arc<crate::tunnel::Tunnels>,
     shutdown_cut: Arc<AtomicBool>,
+    /// The fleet in effect before a reload, which moved keys are handed
+    /// off from.
+    fleet_before: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// A proxy built by [`Proxy::rebuild`], and how its upstreams relate to
@@ -181,6 +184,7 @@ impl Proxy {
             cache: None,
             tunnels: Arc::default(),
             shutdown_cut: Arc::new(AtomicBool::new(false)),
+            fleet_before: None,
         };
         let proxy = Proxy::assemble(config, upstreams, shared);
         proxy.watch_groups();
@@ -232,6 +236,7 @@ impl Proxy {
             cache: previous.cache.clone(),
             tunnels: Arc::clone(&previous.tunnels),
             shutdown_cut: Arc::clone(&previous.shutdown_cut),
+            fleet_before: previous.fleet.clone(),
         };
         let kept = upstreams.len() - fresh.len();
         Ok(Rebuilt {
@@ -251,6 +256,7 @@ impl Proxy {
             cache,
             tunnels,
             shutdown_cut,
+            fleet_before,
         } = shared;
         let route_labels = config
             .routes
@@ -268,7 +274,9 @@ impl Proxy {
         let fetchers = fetchers(config, &upstreams, &client, cache.as_ref());
         // The secret was checked to be visible ASCII, so `new` cannot fail.
         let fleet = config.fleet.as_ref().and_then(|settings| {
-            let fleet = crate::fleet::Fleet::new(settings, Arc::clone(&metrics)).ok()?;
+            let fleet =
+                crate::fleet::Fleet::after(settings, Arc::clone(&metrics), fleet_before.as_deref())
+                    .ok()?;
             fleet.start_discovery(&settings.discovery);
             Some(fleet)
         });

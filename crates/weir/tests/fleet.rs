@@ -127,14 +127,8 @@ impl Replica {
     /// with `fleet` (a `[fleet]` table, or empty) appended.
     fn start(addr: SocketAddr, origin: SocketAddr, fleet: &str) -> Replica {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = format!(
-            "[[listener]]\naddress = \"{addr}\"\n\n[admin]\naddress = \"{}:0\"\n\n\
-             [[upstream]]\nname = \"origin\"\nurl = \"http://{origin}\"\n\n\
-             [[route]]\npath_prefix = \"/\"\nupstream = \"origin\"\ncache = true\n\n{fleet}",
-            addr.ip()
-        );
         let path = dir.path().join("weir.toml");
-        std::fs::write(&path, config).expect("write config");
+        std::fs::write(&path, Replica::config(addr, origin, fleet)).expect("write config");
         let log = dir.path().join("weir.log");
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--log-format", "json", "serve", "--config"])
@@ -149,6 +143,40 @@ impl Replica {
             addr,
             log,
             _dir: dir,
+        }
+    }
+
+    /// The config of a replica at `addr` caching `origin`, with `fleet`.
+    fn config(addr: SocketAddr, origin: SocketAddr, fleet: &str) -> String {
+        format!(
+            "[[listener]]\naddress = \"{addr}\"\n\n[admin]\naddress = \"{}:0\"\n\n\
+             [[upstream]]\nname = \"origin\"\nurl = \"http://{origin}\"\n\n\
+             [[route]]\npath_prefix = \"/\"\nupstream = \"origin\"\ncache = true\n\n{fleet}",
+            addr.ip()
+        )
+    }
+
+    /// Rewrites the config with `fleet` (the admin address kept), sends
+    /// SIGHUP and waits for the reload to be applied.
+    fn reload(&self, origin: SocketAddr, fleet: &str) {
+        let admin = self.admin();
+        let text = Replica::config(self.addr, origin, fleet)
+            .replace(&format!("{}:0", self.addr.ip()), &admin.to_string());
+        std::fs::write(self._dir.path().join("weir.toml"), text).expect("rewrite config");
+        let before = self.log_text().matches("config reloaded").count();
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let start = Instant::now();
+        while self.log_text().matches("config reloaded").count() == before {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -504,4 +532,72 @@ async fn sigterm_to_one_replica_under_load_fails_no_request() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(exited.success(), "{exited:?}\n{}", leaving.log_text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_and_a_leave_move_about_a_quarter_of_the_keys_and_fetch_none_again() {
+    let origin = CountingOrigin::start().await;
+    let port = free_port();
+    let addrs: Vec<SocketAddr> = (1..=4)
+        .map(|i| SocketAddr::from(([127, 0, 0, i], port)))
+        .collect();
+    let extra = "peer_timeout = \"10s\"";
+    let (three, four) = (&addrs[..3], &addrs[..]);
+    let mut replicas: Vec<Replica> = three
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, three, extra)))
+        .collect();
+    load(&replicas, 900, |i| format!("/k/{}", i % 300)).await;
+    assert_eq!(origin.total(), 300, "warm: each key once");
+
+    // A fourth replica joins: it starts with the four, and the three are
+    // reloaded with them.
+    replicas.push(Replica::start(
+        addrs[3],
+        origin.addr,
+        &fleet_table(addrs[3], four, extra),
+    ));
+    for (r, &a) in replicas.iter().zip(four).take(3) {
+        r.reload(origin.addr, &fleet_table(a, four, extra));
+    }
+    load(&replicas, 1200, |i| format!("/k/{}", i % 300)).await;
+    let joined = replicas[3].fleet_count("handoff").await;
+    eprintln!("join: {joined} of 300 keys handed to the new replica");
+    assert!(
+        (40..=110).contains(&joined),
+        "keys handed to the new replica: {joined} of 300"
+    );
+    assert_eq!(
+        origin.total(),
+        300,
+        "the moved keys came from their previous owners"
+    );
+
+    // The third leaves the ring while it still runs: the others are
+    // reloaded without it and take its keys from its cache.
+    let left: Vec<SocketAddr> = [addrs[0], addrs[1], addrs[3]].to_vec();
+    let before: u64 = {
+        let mut n = 0;
+        for r in &replicas {
+            n += r.fleet_count("handoff").await;
+        }
+        n
+    };
+    for i in [0, 1, 3] {
+        replicas[i].reload(origin.addr, &fleet_table(addrs[i], &left, extra));
+    }
+    let staying = vec![addrs[0], addrs[1], addrs[3]];
+    load_to(staying, 1200, |i| format!("/k/{}", i % 300)).await;
+    let mut after = 0;
+    for r in &replicas {
+        after += r.fleet_count("handoff").await;
+    }
+    let moved = after - before;
+    eprintln!("leave: {moved} of 300 keys handed over from the leaver");
+    assert!(
+        (40..=110).contains(&moved),
+        "keys handed over from the leaver: {moved} of 300"
+    );
+    assert_eq!(origin.total(), 300, "the leaver's keys came from its cache");
+    assert!(replicas[2].fleet_count("peek_served").await >= moved);
 }

@@ -78,6 +78,12 @@ pub(super) fn set_validators(headers: &mut HeaderMap, entry: Option<&Entry>) {
 }
 
 impl Ticket {
+    /// Whether this is a miss with no stored entry that may fill the cache
+    /// (the leader of its key's flight): what a fleet handoff may fill.
+    pub fn is_plain_miss(&self) -> bool {
+        matches!(self.kind, Kind::Lead { stale: None, .. })
+    }
+
     /// For a request that may fill the cache: removes the client's own
     /// `If-None-Match` / `If-Modified-Since` from the upstream request (the
     /// cache needs the full response, and answers the client's conditional

@@ -70,6 +70,8 @@ pub(crate) struct Exchange<'p> {
     /// A fleet peer forwarded this request (its token checked): it is
     /// served here, never forwarded again.
     pub(crate) from_peer: bool,
+    /// A fleet peer's peek: answered from the cache alone.
+    pub(crate) peek: bool,
 }
 
 impl<'p> Exchange<'p> {
@@ -109,6 +111,7 @@ impl<'p> Exchange<'p> {
             body_pending: false,
             upload_stop: None,
             from_peer: false,
+            peek: false,
         }
     }
 

@@ -11,7 +11,16 @@
 //! fields. A forward that fails before the owner's response head (no
 //! connection, no head within `peer_timeout`, a head hyper cannot parse)
 //! is served here instead, and the owner is skipped for a while.
+//!
+//! Two more steps serve a change of members ([`crate::fleet`]): on a miss
+//! of a key that moved here, the handoff asks the key's previous owner
+//! for its cached entry (a peek) before the upstream, and fills this
+//! replica's cache from it; and a peer's peek is answered from the cache
+//! alone ([`Exchange::answer_peek`]).
 
+use std::net::SocketAddr;
+
+use http::header::HeaderValue;
 use http::uri::{Authority, Scheme};
 use http::{Method, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
@@ -29,54 +38,158 @@ use crate::proxy::Proxy;
 use crate::upstream::PooledBody;
 
 impl Exchange<'_> {
-    /// The fleet phase: the owner's response head when the request was
-    /// forwarded to it, `None` to serve the request here.
-    pub(crate) async fn fleet_forward(
-        &mut self,
-        req: &Request<Incoming>,
-    ) -> Option<Response<PooledBody>> {
-        let fleet = self.proxy.fleet.as_ref()?;
-        if self.cache.is_none() || self.from_peer || !shardable(req) {
+    /// The cache key of a shardable request on a caching route of a
+    /// fleet, else `None`.
+    fn fleet_key(&self, req: &Request<Incoming>) -> Option<String> {
+        self.proxy.fleet.as_ref()?;
+        if self.cache.is_none() || !shardable(req) {
             return None;
         }
-        let key = crate::cache::primary_key(
+        Some(crate::cache::primary_key(
             self.target.client_host.as_deref(),
             &self.target.path,
             req.uri().query(),
-        );
-        let (addr, epoch) = match fleet.owner(&key) {
+        ))
+    }
+
+    /// The fleet phase's decision: the owner to forward to and this
+    /// replica's ring epoch, or `None` to serve the request here.
+    pub(crate) fn fleet_owner(&self, req: &Request<Incoming>) -> Option<(SocketAddr, u64)> {
+        if self.from_peer {
+            return None;
+        }
+        let key = self.fleet_key(req)?;
+        let fleet = self.proxy.fleet.as_ref()?;
+        match fleet.owner(&key) {
             Owner::Here => {
                 fleet.count(FleetResult::Owner);
-                return None;
+                None
             }
-            Owner::Peer { addr, epoch } => (addr, epoch),
-        };
-        let forward = self.peer_request(req, &addr.to_string(), epoch)?;
+            Owner::Peer { addr, epoch } => Some((addr, epoch)),
+        }
+    }
+
+    /// Forwards the request to its owner: the owner's response head, or
+    /// `None` (logged, counted, the owner in back-off) to serve it here.
+    pub(crate) async fn fleet_forward(
+        &mut self,
+        req: &Request<Incoming>,
+        owner: SocketAddr,
+        epoch: u64,
+    ) -> Option<Response<PooledBody>> {
+        let forward = self.peer_request(req, &owner.to_string(), epoch)?;
+        let resp = self
+            .send_to_peer(
+                owner,
+                forward,
+                "forwarding a cacheable request to its owner",
+            )
+            .await?;
+        self.proxy.fleet.as_ref()?.count(FleetResult::Forwarded);
+        self.record.server = Some(format!("peer {owner}").into());
+        self.record.attempts = 1;
+        Some(resp)
+    }
+
+    /// The handoff's decision: on a miss of a key this replica owns that
+    /// may fill the cache, the key's previous owner to peek at (see
+    /// [`crate::fleet::Fleet::previous_owner`]).
+    pub(crate) fn handoff_from(&self, req: &Request<Incoming>) -> Option<SocketAddr> {
+        let ticket = self.cache.as_ref()?.ticket.as_ref()?;
+        if self.peek || !ticket.is_plain_miss() {
+            return None;
+        }
+        let key = self.fleet_key(req)?;
+        let fleet = self.proxy.fleet.as_ref()?;
+        if fleet.owner(&key) != Owner::Here {
+            // Served here for a peer that sees another ring, or its owner
+            // is in back-off: not a moved key of this replica's.
+            return None;
+        }
+        fleet.previous_owner(&key)
+    }
+
+    /// Peeks at `previous`'s cache for the request: its entry's response
+    /// head (which then fills this replica's cache and goes through the
+    /// route's transforms, as an upstream's would), or `None` on a miss or
+    /// a failure, to go upstream.
+    pub(crate) async fn fleet_handoff(
+        &mut self,
+        req: &Request<Incoming>,
+        previous: SocketAddr,
+    ) -> Option<Response<PooledBody>> {
+        let fleet = self.proxy.fleet.as_ref()?;
+        let mut peek = self.peer_request(req, &previous.to_string(), fleet.epoch())?;
+        *peek.method_mut() = Method::GET;
+        peek.headers_mut()
+            .insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
+        let mut resp = self
+            .send_to_peer(previous, peek, "asking a moved key's previous owner for it")
+            .await?;
+        if resp.headers().get(crate::fleet::PEEK).is_some() {
+            // Not in its cache either.
+            return None;
+        }
+        resp.headers_mut().remove(crate::cache::X_CACHE);
+        fleet.count(FleetResult::Handoff);
+        self.record.server = Some(format!("peer {previous} (handoff)").into());
+        self.record.attempts = 1;
+        Some(resp)
+    }
+
+    /// Sends `req` to the peer at `addr` within `peer_timeout`; a failure
+    /// is logged as `doing` failed, counted, and puts the peer in back-off.
+    async fn send_to_peer(
+        &self,
+        addr: SocketAddr,
+        req: Request<crate::body::request::RequestBody>,
+        doing: &str,
+    ) -> Option<Response<PooledBody>> {
+        let fleet = self.proxy.fleet.as_ref()?;
         let authority: Authority = addr.to_string().parse().ok()?;
         let client = &self.proxy.client;
         let sent = match client.pool(&Scheme::HTTP, &authority, None) {
             Ok(pool) => client
-                .send_on(&pool, forward, false, Some(fleet.peer_timeout()))
+                .send_on(&pool, req, false, Some(fleet.peer_timeout()))
                 .await
                 .map_err(|f| f.error.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match sent {
-            Ok(resp) => {
-                fleet.count(FleetResult::Forwarded);
-                self.record.server = Some(format!("peer {addr}").into());
-                self.record.attempts = 1;
-                Some(resp)
-            }
+            Ok(resp) => Some(resp),
             Err(why) => {
                 fleet.peer_failed(addr);
                 tracing::warn!(
                     target: "weir::fleet",
                     peer = %addr,
-                    "forwarding a cacheable request to its owner failed; serving it here, and skipping the peer for {}s: {why}",
+                    "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
                     crate::fleet::PEER_BACKOFF.as_secs()
                 );
                 None
+            }
+        }
+    }
+
+    /// A peer's peek: this replica's cached entry as stored (no transform,
+    /// no SSR), or a `404` with the peek field set to `miss`. Nothing is
+    /// fetched for a peek.
+    pub(crate) async fn answer_peek(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
+        self.transforms = None;
+        self.ssr = None;
+        match self.cache_lookup(req).await {
+            Err(hit) => self.respond_from_cache(hit),
+            Ok(_) => {
+                // Dropping the ticket ends the flight this miss may lead.
+                self.cache = None;
+                self.record.reason = Some("fleet peek: not cached here".to_owned());
+                let mut resp = self.answer(Local::new(
+                    StatusCode::NOT_FOUND,
+                    "404 Not Found: not cached here\n",
+                    crate::outcome::Outcome::Ok,
+                ));
+                resp.headers_mut()
+                    .insert(crate::fleet::PEEK, HeaderValue::from_static("miss"));
+                resp
             }
         }
     }

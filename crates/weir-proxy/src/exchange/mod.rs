@@ -54,6 +54,7 @@ use self::ssr_hook::SsrHook;
 use crate::access_log::AccessRecord;
 use crate::balance::AttemptResult;
 use crate::body::response::ResponseBody;
+use crate::fleet::Admitted;
 use crate::proxy::{Downstream, Proxy};
 
 impl Proxy {
@@ -69,10 +70,11 @@ impl Proxy {
         let filtered = request::filter(&req, &self.settings.limits);
         // A peer's forwarded request proves itself and loses the proof here,
         // before anything reads the fields (crate::fleet).
-        let from_peer = self
+        let admitted = self
             .fleet
             .as_ref()
-            .is_some_and(|f| f.admit(req.headers_mut()));
+            .map_or(Admitted::Client, |f| f.admit(req.headers_mut()));
+        let from_peer = admitted != Admitted::Client;
         let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.request_id = Some(id.clone());
@@ -94,6 +96,7 @@ impl Proxy {
             Ok(target) => {
                 let mut exchange = Exchange::new(self, target, &req, downstream, record);
                 exchange.from_peer = from_peer;
+                exchange.peek = admitted == Admitted::Peek;
                 exchange.run(req).await
             }
             Err(local) => local::answer(record, local, head_only),
@@ -140,18 +143,38 @@ impl Exchange<'_> {
         if self.ssr.as_ref().is_some_and(SsrHook::serves_file) {
             return Box::pin(self.file_page(req.method(), req.uri())).await;
         }
-        if let Some(resp) = self.fleet_forward(&req).await {
+        if self.peek {
+            return Box::pin(self.answer_peek(req)).await;
+        }
+        if let Some((owner, epoch)) = self.fleet_owner(&req)
+            && let Some(resp) = Box::pin(self.fleet_forward(&req, owner, epoch)).await
+        {
             return self.relay_from_owner(resp);
         }
         let req = match self.cache_lookup(req).await {
             Ok(req) => req,
             Err(hit) => return self.respond_from_cache(hit),
         };
-        let upstream_req = match self.upstream_request(req) {
-            Ok(r) => r,
-            Err(local) => return self.answer(local),
+        let handed = match self.handoff_from(&req) {
+            Some(previous) => Box::pin(self.fleet_handoff(&req, previous)).await,
+            None => None,
         };
-        match self.send(upstream_req).await {
+        let sent = match handed {
+            // The previous owner's entry, seen by the cache as an
+            // upstream's answer would be.
+            Some(resp) => match &mut self.cache {
+                Some(hook) => hook.after_send(Ok(resp)),
+                None => Sent::Response(resp),
+            },
+            None => {
+                let upstream_req = match self.upstream_request(req) {
+                    Ok(r) => r,
+                    Err(local) => return self.answer(local),
+                };
+                self.send(upstream_req).await
+            }
+        };
+        match sent {
             Sent::Response(resp) => self.upstream_response(resp).await,
             Sent::Cached(hit) => {
                 if std::mem::take(&mut self.body_pending) {

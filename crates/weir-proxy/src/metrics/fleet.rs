@@ -23,16 +23,23 @@ pub enum FleetResult {
     ServedForPeer,
     /// A forwarded request whose ring epoch differed from this replica's.
     RingDisagreement,
+    /// A miss of a key that moved here, filled from its previous owner's
+    /// cache instead of the upstream.
+    Handoff,
+    /// A peer's peek at this replica's cache, answered.
+    PeekServed,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 5] = [
+    pub const ALL: [FleetResult; 7] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
         FleetResult::ServedForPeer,
         FleetResult::RingDisagreement,
+        FleetResult::Handoff,
+        FleetResult::PeekServed,
     ];
 
     /// The label value.
@@ -43,6 +50,8 @@ impl FleetResult {
             FleetResult::Owner => "owner",
             FleetResult::ServedForPeer => "served_for_peer",
             FleetResult::RingDisagreement => "ring_disagreement",
+            FleetResult::Handoff => "handoff",
+            FleetResult::PeekServed => "peek_served",
         }
     }
 }

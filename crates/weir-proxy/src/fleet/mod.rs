@@ -19,6 +19,17 @@
 //! else reads it, so neither reaches an upstream. A request with a wrong
 //! token is an ordinary client request.
 //!
+//! After the members change, a key that moved has a new owner with an
+//! empty cache for it. For [`HANDOFF_WINDOW`], the new owner's cache miss
+//! first asks the key's previous owner, if that replica is still a member,
+//! with a peek ([`PEEK`]): the previous owner answers from its cache alone
+//! (the entry as stored, no transform), or says `miss` and fetches
+//! nothing; only then does the new owner go to the origin. So a replica
+//! that joins, or one that leaves while it still runs, moves keys without
+//! fetching them again. A replica that starts (or had no peers until now)
+//! counts as joining: its previous ring is the members without it, so its
+//! first misses peek at the replicas that owned those keys before it came.
+//!
 //! A peer that fails (no connection, no response head within
 //! `peer_timeout`, a response hyper cannot parse) is counted, and the
 //! forwarding replica serves the request itself. The peer is then skipped
@@ -48,6 +59,32 @@ pub const RING_EPOCH: HeaderName = HeaderName::from_static("x-weir-ring-epoch");
 /// How long a peer that failed is skipped.
 pub const PEER_BACKOFF: Duration = Duration::from_secs(5);
 
+/// The field of a peek: a peer asking for this replica's cached entry only.
+/// On a miss the answer is a `404` with this field set to `miss`.
+pub const PEEK: HeaderName = HeaderName::from_static("x-weir-fleet-peek");
+
+/// How long after the members change a new owner peeks at a key's previous
+/// owner before fetching it.
+pub const HANDOFF_WINDOW: Duration = Duration::from_secs(60);
+
+/// How a request came in (see [`Fleet::admit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    /// From a client (or with a wrong token).
+    Client,
+    /// Forwarded by a peer: served here, never forwarded again.
+    Peer,
+    /// A peer's peek: answered from this replica's cache alone.
+    Peek,
+}
+
+/// The members before the last change, asked for moved keys until `until_ms`.
+#[derive(Debug)]
+struct Previous {
+    members: Arc<Members>,
+    until_ms: u64,
+}
+
 /// Who serves a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Owner {
@@ -76,6 +113,20 @@ struct Members {
 }
 
 impl Members {
+    /// Whether `addr` is a member in back-off at `now_ms`.
+    fn is_down(&self, addr: SocketAddr, now_ms: u64) -> bool {
+        self.addrs
+            .binary_search(&addr)
+            .is_ok_and(|i| self.down_until[i].load(Ordering::Relaxed) > now_ms)
+    }
+
+    /// Puts `addr`, if a member, in back-off until `until_ms`.
+    fn set_down(&self, addr: SocketAddr, until_ms: u64) {
+        if let Ok(i) = self.addrs.binary_search(&addr) {
+            self.down_until[i].store(until_ms, Ordering::Relaxed);
+        }
+    }
+
     fn new(mut addrs: Vec<SocketAddr>) -> Members {
         addrs.sort_unstable();
         addrs.dedup();
@@ -98,6 +149,7 @@ pub struct Fleet {
     token: HeaderValue,
     peer_timeout: Duration,
     members: ArcSwap<Members>,
+    previous: arc_swap::ArcSwapOption<Previous>,
     started: Instant,
     metrics: Arc<Metrics>,
 }
@@ -122,22 +174,84 @@ impl Fleet {
         settings: &FleetSettings,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Fleet>, http::header::InvalidHeaderValue> {
-        let initial = match &settings.discovery {
-            FleetDiscovery::Static(peers) => peers.clone(),
-            FleetDiscovery::Dns { .. } => vec![settings.self_addr],
+        Fleet::after(settings, metrics, None)
+    }
+
+    /// As [`Fleet::new`], for a reload: the fleet in effect until now is
+    /// `before`. Under DNS discovery the new fleet starts with its members;
+    /// when the members differ, moved keys are handed off from `before`'s
+    /// owners for [`HANDOFF_WINDOW`].
+    ///
+    /// # Errors
+    /// None in practice: the secret was checked to be visible ASCII.
+    pub fn after(
+        settings: &FleetSettings,
+        metrics: Arc<Metrics>,
+        before: Option<&Fleet>,
+    ) -> Result<Arc<Fleet>, http::header::InvalidHeaderValue> {
+        let initial = match (&settings.discovery, before) {
+            (FleetDiscovery::Static(peers), _) => peers.clone(),
+            (FleetDiscovery::Dns { .. }, Some(before)) => before.members(),
+            (FleetDiscovery::Dns { .. }, None) => vec![settings.self_addr],
         };
         let members = Members::new(initial);
         metrics
             .fleet()
             .set_members(members.addrs.len(), members.epoch);
-        Ok(Arc::new(Fleet {
+        let fleet = Arc::new(Fleet {
             self_addr: settings.self_addr,
             token: HeaderValue::from_str(&settings.secret)?,
             peer_timeout: settings.peer_timeout,
             members: ArcSwap::from_pointee(members),
+            previous: arc_swap::ArcSwapOption::empty(),
             started: Instant::now(),
             metrics,
-        }))
+        });
+        match before {
+            None => fleet.joined(),
+            Some(before) => {
+                let old = before.members.load_full();
+                if old.addrs != fleet.members.load().addrs {
+                    fleet.keep_previous(old);
+                } else if let Some(p) = before.previous.load_full() {
+                    // Still within an earlier change's window.
+                    let left = p.until_ms.saturating_sub(before.now_ms());
+                    fleet.previous.store(Some(Arc::new(Previous {
+                        members: Arc::clone(&p.members),
+                        until_ms: left,
+                    })));
+                }
+            }
+        }
+        Ok(fleet)
+    }
+
+    /// This replica has just joined the members it has (it started, or it
+    /// was alone until now): the keys it owns were the others' until now,
+    /// so the previous ring is the members without it.
+    fn joined(&self) {
+        let others: Vec<SocketAddr> = self
+            .members
+            .load()
+            .addrs
+            .iter()
+            .copied()
+            .filter(|&a| a != self.self_addr)
+            .collect();
+        if !others.is_empty() {
+            self.keep_previous(Arc::new(Members::new(others)));
+        }
+    }
+
+    /// Keeps `old` as the members moved keys are handed off from.
+    fn keep_previous(&self, old: Arc<Members>) {
+        let until_ms = self
+            .now_ms()
+            .saturating_add(HANDOFF_WINDOW.as_millis() as u64);
+        self.previous.store(Some(Arc::new(Previous {
+            members: old,
+            until_ms,
+        })));
     }
 
     /// Resolves `discovery`'s name every `refresh` in a task, until this
@@ -203,7 +317,12 @@ impl Fleet {
         self.metrics
             .fleet()
             .set_members(next.addrs.len(), next.epoch);
-        self.members.store(Arc::new(next));
+        let old = self.members.swap(Arc::new(next));
+        if old.addrs == [self.self_addr] {
+            self.joined();
+        } else {
+            self.keep_previous(old);
+        }
     }
 
     /// This replica's address as peers reach it.
@@ -249,30 +368,55 @@ impl Fleet {
             epoch: members.epoch,
         }
     }
-
-    /// A forward to `addr` failed: skip it for [`PEER_BACKOFF`].
+    /// The replica to peek at for `key`, which this replica owns now: its
+    /// owner before the last change of members, while [`HANDOFF_WINDOW`]
+    /// lasts, if that is another replica and not in back-off. It may have
+    /// left the members and still run (a replica drained out of the ring);
+    /// one that is gone fails once and is then skipped.
+    pub(crate) fn previous_owner(&self, key: &str) -> Option<SocketAddr> {
+        let previous = self.previous.load_full()?;
+        let now = self.now_ms();
+        if now > previous.until_ms {
+            return None;
+        }
+        let old = &previous.members;
+        let i = old
+            .ring
+            .pick(hash(key.as_bytes()), old.addrs.len(), |_| true)?;
+        let addr = old.addrs[i];
+        let down = old.down_until[i].load(Ordering::Relaxed) > now
+            || self.members.load().is_down(addr, now);
+        (addr != self.self_addr && !down).then_some(addr)
+    }
+    /// A forward or a peek to `addr` failed: skip it for [`PEER_BACKOFF`],
+    /// as a member and as a previous owner.
     pub(crate) fn peer_failed(&self, addr: SocketAddr) {
         self.metrics.fleet().count(FleetResult::PeerError);
-        let members = self.members.load();
-        if let Ok(i) = members.addrs.binary_search(&addr) {
-            let until = self
-                .now_ms()
-                .saturating_add(PEER_BACKOFF.as_millis() as u64);
-            members.down_until[i].store(until, Ordering::Relaxed);
+        let until = self
+            .now_ms()
+            .saturating_add(PEER_BACKOFF.as_millis() as u64);
+        self.members.load().set_down(addr, until);
+        if let Some(previous) = self.previous.load_full() {
+            previous.members.set_down(addr, until);
         }
     }
 
     /// Removes the peer fields from `headers` and says whether they proved
-    /// the request comes from a peer (counting a peer whose ring epoch
-    /// differs from this replica's).
-    pub(crate) fn admit(&self, headers: &mut HeaderMap) -> bool {
+    /// the request comes from a peer, and whether it is a peek (counting a
+    /// peer whose ring epoch differs from this replica's).
+    pub(crate) fn admit(&self, headers: &mut HeaderMap) -> Admitted {
         let token = headers.remove(PEER_TOKEN);
         let epoch = headers.remove(RING_EPOCH);
+        let peek = headers.remove(PEEK).is_some();
         let Some(token) = token else {
-            return false;
+            return Admitted::Client;
         };
         if !constant_time_eq(token.as_bytes(), self.token.as_bytes()) {
-            return false;
+            return Admitted::Client;
+        }
+        if peek {
+            self.metrics.fleet().count(FleetResult::PeekServed);
+            return Admitted::Peek;
         }
         let theirs = epoch.and_then(|v| {
             v.to_str()
@@ -283,7 +427,7 @@ impl Fleet {
             self.metrics.fleet().count(FleetResult::RingDisagreement);
         }
         self.metrics.fleet().count(FleetResult::ServedForPeer);
-        true
+        Admitted::Peer
     }
 
     /// Adds the peer fields to a request forwarded with ring `epoch`.
@@ -306,150 +450,4 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fleet(self_addr: &str, peers: &[&str]) -> Arc<Fleet> {
-        let settings = FleetSettings {
-            self_addr: self_addr.parse().expect("addr"),
-            discovery: FleetDiscovery::Static(
-                peers.iter().map(|p| p.parse().expect("addr")).collect(),
-            ),
-            secret: "0123456789abcdef0123".to_owned(),
-            peer_timeout: Duration::from_secs(1),
-        };
-        let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
-        Fleet::new(&settings, metrics).expect("fleet")
-    }
-
-    const PEERS: [&str; 3] = ["127.0.0.1:8080", "127.0.0.2:8080", "127.0.0.3:8080"];
-
-    #[test]
-    fn every_replica_agrees_on_every_owner_and_each_owns_about_a_third() {
-        let fleets: Vec<_> = PEERS.iter().map(|p| fleet(p, &PEERS)).collect();
-        assert!(fleets.windows(2).all(|w| w[0].epoch() == w[1].epoch()));
-        let mut owned = [0usize; 3];
-        for k in 0..3000 {
-            let key = format!("GET http://example.com/k/{k}");
-            // The owner as each replica names it.
-            let named: Vec<SocketAddr> = fleets
-                .iter()
-                .map(|f| match f.owner(&key) {
-                    Owner::Here => f.self_addr(),
-                    Owner::Peer { addr, .. } => addr,
-                })
-                .collect();
-            assert!(named.windows(2).all(|w| w[0] == w[1]), "{key}: {named:?}");
-            let i = PEERS
-                .iter()
-                .position(|p| p.parse::<SocketAddr>().ok() == Some(named[0]))
-                .expect("a member");
-            owned[i] += 1;
-        }
-        for n in owned {
-            assert!((800..=1200).contains(&n), "shares {owned:?}");
-        }
-    }
-
-    #[test]
-    fn a_join_moves_about_a_quarter_of_the_keys_and_only_to_the_new_member() {
-        let three = fleet(PEERS[0], &PEERS);
-        let four = fleet(PEERS[0], &[PEERS[0], PEERS[1], PEERS[2], "127.0.0.4:8080"]);
-        assert_ne!(three.epoch(), four.epoch());
-        let owner = |f: &Fleet, key: &str| match f.owner(key) {
-            Owner::Here => f.self_addr(),
-            Owner::Peer { addr, .. } => addr,
-        };
-        let mut moved = 0;
-        for k in 0..4000 {
-            let key = format!("k{k}");
-            let (before, after) = (owner(&three, &key), owner(&four, &key));
-            if before != after {
-                moved += 1;
-                assert_eq!(after.to_string(), "127.0.0.4:8080");
-            }
-        }
-        assert!((800..=1200).contains(&moved), "moved {moved} of 4000");
-    }
-
-    #[test]
-    fn admit_checks_the_token_and_always_strips_the_fields() {
-        let f = fleet(PEERS[0], &PEERS);
-        let mut h = HeaderMap::new();
-        f.mark(&mut h, f.epoch());
-        assert!(f.admit(&mut h));
-        assert!(h.is_empty(), "stripped");
-
-        let mut h = HeaderMap::new();
-        h.insert(PEER_TOKEN, HeaderValue::from_static("0123456789abcdef0124"));
-        h.insert(RING_EPOCH, HeaderValue::from_static("00"));
-        assert!(!f.admit(&mut h), "a wrong token is a client's request");
-        assert!(h.is_empty(), "stripped anyway");
-        assert!(!f.admit(&mut HeaderMap::new()));
-    }
-
-    #[test]
-    fn a_failed_peer_is_skipped_for_the_backoff() {
-        let f = fleet(PEERS[0], &PEERS);
-        let key = (0..100)
-            .map(|k| format!("k{k}"))
-            .find(|k| matches!(f.owner(k), Owner::Peer { .. }))
-            .expect("a key another replica owns");
-        let Owner::Peer { addr, .. } = f.owner(&key) else {
-            unreachable!("found above");
-        };
-        f.peer_failed(addr);
-        assert_eq!(f.owner(&key), Owner::Here);
-    }
-
-    #[tokio::test]
-    async fn dns_discovery_follows_the_name_and_keeps_self() {
-        let settings = FleetSettings {
-            self_addr: "10.9.9.9:8080".parse().expect("addr"),
-            discovery: FleetDiscovery::Dns {
-                name: "localhost:8080".into(),
-                refresh: Duration::from_millis(20),
-            },
-            secret: "0123456789abcdef0123".to_owned(),
-            peer_timeout: Duration::from_secs(1),
-        };
-        let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
-        let f = Fleet::new(&settings, metrics).expect("fleet");
-        assert_eq!(
-            f.members(),
-            vec![settings.self_addr],
-            "alone until resolved"
-        );
-        f.start_discovery(&settings.discovery);
-        let started = Instant::now();
-        while f.members().len() < 2 && started.elapsed() < Duration::from_secs(5) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let members = f.members();
-        assert!(members.contains(&settings.self_addr), "{members:?}");
-        assert!(
-            members
-                .iter()
-                .any(|a| a.ip().is_loopback() && a.port() == 8080),
-            "{members:?}"
-        );
-        // The task ends with the fleet.
-        let weak = Arc::downgrade(&f);
-        drop(f);
-        assert!(weak.upgrade().is_none());
-    }
-
-    #[test]
-    fn set_members_adds_self_and_ignores_an_unchanged_list() {
-        let f = fleet(PEERS[0], &PEERS);
-        let epoch = f.epoch();
-        f.set_members(vec![
-            PEERS[2].parse().expect("a"),
-            PEERS[1].parse().expect("b"),
-        ]);
-        assert_eq!(f.epoch(), epoch, "the same three");
-        f.set_members(vec![PEERS[1].parse().expect("b")]);
-        assert_eq!(f.members().len(), 2);
-        assert_ne!(f.epoch(), epoch);
-    }
-}
+mod tests;

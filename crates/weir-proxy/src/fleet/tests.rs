@@ -1,0 +1,193 @@
+//! Unit tests of the fleet: owners, joins, handoff, back-off, admission,
+//! DNS discovery.
+
+use super::*;
+
+fn fleet(self_addr: &str, peers: &[&str]) -> Arc<Fleet> {
+    let settings = FleetSettings {
+        self_addr: self_addr.parse().expect("addr"),
+        discovery: FleetDiscovery::Static(peers.iter().map(|p| p.parse().expect("addr")).collect()),
+        secret: "0123456789abcdef0123".to_owned(),
+        peer_timeout: Duration::from_secs(1),
+    };
+    let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
+    Fleet::new(&settings, metrics).expect("fleet")
+}
+
+const PEERS: [&str; 3] = ["127.0.0.1:8080", "127.0.0.2:8080", "127.0.0.3:8080"];
+
+#[test]
+fn every_replica_agrees_on_every_owner_and_each_owns_about_a_third() {
+    let fleets: Vec<_> = PEERS.iter().map(|p| fleet(p, &PEERS)).collect();
+    assert!(fleets.windows(2).all(|w| w[0].epoch() == w[1].epoch()));
+    let mut owned = [0usize; 3];
+    for k in 0..3000 {
+        let key = format!("GET http://example.com/k/{k}");
+        // The owner as each replica names it.
+        let named: Vec<SocketAddr> = fleets
+            .iter()
+            .map(|f| match f.owner(&key) {
+                Owner::Here => f.self_addr(),
+                Owner::Peer { addr, .. } => addr,
+            })
+            .collect();
+        assert!(named.windows(2).all(|w| w[0] == w[1]), "{key}: {named:?}");
+        let i = PEERS
+            .iter()
+            .position(|p| p.parse::<SocketAddr>().ok() == Some(named[0]))
+            .expect("a member");
+        owned[i] += 1;
+    }
+    for n in owned {
+        assert!((800..=1200).contains(&n), "shares {owned:?}");
+    }
+}
+
+#[test]
+fn a_join_moves_about_a_quarter_of_the_keys_and_only_to_the_new_member() {
+    let three = fleet(PEERS[0], &PEERS);
+    let four = fleet(PEERS[0], &[PEERS[0], PEERS[1], PEERS[2], "127.0.0.4:8080"]);
+    assert_ne!(three.epoch(), four.epoch());
+    let owner = |f: &Fleet, key: &str| match f.owner(key) {
+        Owner::Here => f.self_addr(),
+        Owner::Peer { addr, .. } => addr,
+    };
+    let mut moved = 0;
+    for k in 0..4000 {
+        let key = format!("k{k}");
+        let (before, after) = (owner(&three, &key), owner(&four, &key));
+        if before != after {
+            moved += 1;
+            assert_eq!(after.to_string(), "127.0.0.4:8080");
+        }
+    }
+    assert!((800..=1200).contains(&moved), "moved {moved} of 4000");
+}
+
+#[test]
+fn admit_checks_the_token_and_always_strips_the_fields() {
+    let f = fleet(PEERS[0], &PEERS);
+    let mut h = HeaderMap::new();
+    f.mark(&mut h, f.epoch());
+    assert_eq!(f.admit(&mut h), Admitted::Peer);
+    assert!(h.is_empty(), "stripped");
+    f.mark(&mut h, f.epoch());
+    h.insert(PEEK, HeaderValue::from_static("1"));
+    assert_eq!(f.admit(&mut h), Admitted::Peek);
+    assert!(h.is_empty(), "stripped");
+
+    let mut h = HeaderMap::new();
+    h.insert(PEER_TOKEN, HeaderValue::from_static("0123456789abcdef0124"));
+    h.insert(RING_EPOCH, HeaderValue::from_static("00"));
+    h.insert(PEEK, HeaderValue::from_static("1"));
+    assert_eq!(
+        f.admit(&mut h),
+        Admitted::Client,
+        "a wrong token is a client's request"
+    );
+    assert!(h.is_empty(), "stripped anyway");
+    assert_eq!(f.admit(&mut HeaderMap::new()), Admitted::Client);
+}
+
+#[test]
+fn a_failed_peer_is_skipped_for_the_backoff() {
+    let f = fleet(PEERS[0], &PEERS);
+    let key = (0..100)
+        .map(|k| format!("k{k}"))
+        .find(|k| matches!(f.owner(k), Owner::Peer { .. }))
+        .expect("a key another replica owns");
+    let Owner::Peer { addr, .. } = f.owner(&key) else {
+        unreachable!("found above");
+    };
+    f.peer_failed(addr);
+    assert_eq!(f.owner(&key), Owner::Here);
+}
+
+#[tokio::test]
+async fn dns_discovery_follows_the_name_and_keeps_self() {
+    let settings = FleetSettings {
+        self_addr: "10.9.9.9:8080".parse().expect("addr"),
+        discovery: FleetDiscovery::Dns {
+            name: "localhost:8080".into(),
+            refresh: Duration::from_millis(20),
+        },
+        secret: "0123456789abcdef0123".to_owned(),
+        peer_timeout: Duration::from_secs(1),
+    };
+    let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
+    let f = Fleet::new(&settings, metrics).expect("fleet");
+    assert_eq!(
+        f.members(),
+        vec![settings.self_addr],
+        "alone until resolved"
+    );
+    f.start_discovery(&settings.discovery);
+    let started = Instant::now();
+    while f.members().len() < 2 && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let members = f.members();
+    assert!(members.contains(&settings.self_addr), "{members:?}");
+    assert!(
+        members
+            .iter()
+            .any(|a| a.ip().is_loopback() && a.port() == 8080),
+        "{members:?}"
+    );
+    // The task ends with the fleet.
+    let weak = Arc::downgrade(&f);
+    drop(f);
+    assert!(weak.upgrade().is_none());
+}
+
+#[test]
+fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
+    let four = [PEERS[0], PEERS[1], PEERS[2], "127.0.0.4:8080"];
+    let old = fleet("127.0.0.1:8080", &PEERS[..]);
+    let settings = FleetSettings {
+        self_addr: "127.0.0.4:8080".parse().expect("addr"),
+        discovery: FleetDiscovery::Static(four.iter().map(|p| p.parse().expect("a")).collect()),
+        secret: "0123456789abcdef0123".to_owned(),
+        peer_timeout: Duration::from_secs(1),
+    };
+    let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
+    let new = Fleet::after(&settings, metrics, Some(&old)).expect("fleet");
+    let old_owner = |key: &str| match old.owner(key) {
+        Owner::Here => old.self_addr(),
+        Owner::Peer { addr, .. } => addr,
+    };
+    let (mut moved, mut kept) = (0, 0);
+    for k in 0..2000 {
+        let key = format!("k{k}");
+        match new.owner(&key) {
+            // Moved to the new member: peek at the old owner.
+            Owner::Here => {
+                moved += 1;
+                assert_eq!(new.previous_owner(&key), Some(old_owner(&key)));
+            }
+            Owner::Peer { .. } => kept += 1,
+        }
+    }
+    assert!((350..=650).contains(&moved), "moved {moved}, kept {kept}"); // A previous owner that failed is skipped for the back-off.
+    let key = (0..2000)
+        .map(|k| format!("k{k}"))
+        .find(|k| new.previous_owner(k).is_some())
+        .expect("a moved key");
+    let prev = new.previous_owner(&key).expect("asked");
+    new.peer_failed(prev);
+    assert!((0..2000).all(|k| new.previous_owner(&format!("k{k}")) != Some(prev)));
+}
+
+#[test]
+fn set_members_adds_self_and_ignores_an_unchanged_list() {
+    let f = fleet(PEERS[0], &PEERS);
+    let epoch = f.epoch();
+    f.set_members(vec![
+        PEERS[2].parse().expect("a"),
+        PEERS[1].parse().expect("b"),
+    ]);
+    assert_eq!(f.epoch(), epoch, "the same three");
+    f.set_members(vec![PEERS[1].parse().expect("b")]);
+    assert_eq!(f.members().len(), 2);
+    assert_ne!(f.epoch(), epoch);
+}
