@@ -13,8 +13,6 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -107,42 +105,20 @@ impl CountingOrigin {
     }
 }
 
-/// One `weir serve` replica, killed on drop.
+/// One `weir serve` replica (killed on drop) at a loopback address of its
+/// own.
 struct Replica {
-    child: Child,
+    weir: WeirProcess,
     addr: SocketAddr,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Replica {
     /// `weir serve` listening on `addr`, caching everything from `origin`,
     /// with `fleet` (a `[fleet]` table, or empty) appended.
     fn start(addr: SocketAddr, origin: SocketAddr, fleet: &str) -> Replica {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("weir.toml");
-        std::fs::write(&path, Replica::config(addr, origin, fleet)).expect("write config");
-        let log = dir.path().join("weir.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_weir"))
-            .args(["--log-format", "json", "serve", "--config"])
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"))
-            .spawn()
-            .expect("spawn weir");
-        wait_for_port(addr, Duration::from_secs(20));
         Replica {
-            child,
+            weir: WeirProcess::start_at(addr, &Replica::config(addr, origin, fleet)),
             addr,
-            log,
-            _dir: dir,
         }
     }
 
@@ -162,13 +138,9 @@ impl Replica {
         let admin = self.admin();
         let text = Replica::config(self.addr, origin, fleet)
             .replace(&format!("{}:0", self.addr.ip()), &admin.to_string());
-        std::fs::write(self._dir.path().join("weir.toml"), text).expect("rewrite config");
+        std::fs::write(self.weir.dir().join("weir.toml"), text).expect("rewrite config");
         let before = self.log_text().matches("config reloaded").count();
-        let status = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
+        self.weir.signal("HUP");
         let start = Instant::now();
         while self.log_text().matches("config reloaded").count() == before {
             assert!(
@@ -181,21 +153,12 @@ impl Replica {
     }
 
     fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.weir.log_text()
     }
 
     /// The admin listener's address, from the startup log line.
     fn admin(&self) -> SocketAddr {
-        let start = Instant::now();
-        loop {
-            let log = self.log_text();
-            if let Some(rest) = log.split("admin endpoint on http://").nth(1) {
-                let addr = rest.split('/').next().unwrap_or_default();
-                return addr.parse().expect("admin address in the log");
-            }
-            assert!(start.elapsed() < Duration::from_secs(10), "{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.weir.admin_addr()
     }
 
     /// `weir_fleet_requests_total{result=...}` now.
@@ -487,26 +450,12 @@ async fn sigterm_to_one_replica_under_load_fails_no_request() {
         format!("/slow/drain-{i}")
     }));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &leaving.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    leaving.weir.signal("TERM");
     let sent = Instant::now();
     assert!(!steady.is_finished(), "the load outlasts the SIGTERM");
 
     // Readiness fails at once; liveness holds while it drains.
-    let code = |path: &str| {
-        let out = curl(&[
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &format!("http://{admin}{path}"),
-        ]);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let code = |path: &str| curl_code(&format!("http://{admin}{path}"));
     assert_eq!(code("/readyz"), "503");
     assert!(
         sent.elapsed() < Duration::from_millis(500),
@@ -521,7 +470,7 @@ async fn sigterm_to_one_replica_under_load_fails_no_request() {
     steady.await.expect("every request to the others ended 200");
     // It exits within its grace period (3 s), with margin for a loaded machine.
     let exited = loop {
-        if let Some(status) = leaving.child.try_wait().expect("try_wait") {
+        if let Some(status) = leaving.weir.child.try_wait().expect("try_wait") {
             break status;
         }
         assert!(

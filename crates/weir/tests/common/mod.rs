@@ -366,10 +366,25 @@ impl WeirProcess {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
         let config = ephemeral_admin(&config.replace("{port}", &port.to_string()));
         let path = place(dir.path(), &config);
+        Self::spawn(dir, &path, addr, args)
+    }
+
+    /// `weir serve` with `config` (written as is, to `weir.toml` in a temp
+    /// dir) listening on `addr`, which the config names.
+    pub fn start_at(addr: SocketAddr, config: &str) -> WeirProcess {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("weir.toml");
+        std::fs::write(&path, config).expect("write config");
+        Self::spawn(dir, &path, addr, &[])
+    }
+
+    /// Starts `weir serve --config path args` with JSON logs to `weir.log`
+    /// in `dir`, and waits until `addr` accepts.
+    fn spawn(dir: tempfile::TempDir, path: &Path, addr: SocketAddr, args: &[&str]) -> WeirProcess {
         let log = dir.path().join("weir.log");
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--log-format", "json", "serve", "--config"])
-            .arg(&path)
+            .arg(path)
             .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
@@ -516,6 +531,12 @@ impl Drop for RawUpstream {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The status code curl reports for a GET of `url` (`000` when none came).
+pub fn curl_code(url: &str) -> String {
+    let out = curl(&["-s", "-o", "/dev/null", "-w", "%{http_code}", url]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Sends raw bytes to `addr` and reads until the peer closes (at most `limit`).
