@@ -32,6 +32,9 @@ impl Exchange<'_> {
             }
             Lookup::Forward(ticket) => {
                 hook.ticket = Some(ticket);
+                // A moved key this replica misses: the send phase asks its
+                // previous owner's cache first (crate::fleet).
+                self.handoff = self.handoff_ask(&req);
                 Ok(req)
             }
         }

@@ -72,6 +72,9 @@ pub(crate) struct Exchange<'p> {
     pub(crate) from_peer: bool,
     /// A fleet peer's peek: answered from the cache alone.
     pub(crate) peek: bool,
+    /// The peek the send phase makes before the upstream, for a moved key
+    /// this replica misses (`crate::exchange::fleet`).
+    pub(crate) handoff: Option<Box<super::fleet::PeekAsk>>,
 }
 
 impl<'p> Exchange<'p> {
@@ -112,7 +115,17 @@ impl<'p> Exchange<'p> {
             upload_stop: None,
             from_peer: false,
             peek: false,
+            handoff: None,
         }
+    }
+
+    /// The exchange of a request [`crate::fleet::Fleet::admit`] said came
+    /// from a peer (served here, never forwarded again) or is a peek.
+    pub(crate) fn admitted(mut self, admitted: crate::fleet::Admitted) -> Self {
+        use crate::fleet::Admitted;
+        self.from_peer = admitted != Admitted::Client;
+        self.peek = admitted == Admitted::Peek;
+        self
     }
 
     /// A server of the request's upstream for an attempt, by the group's

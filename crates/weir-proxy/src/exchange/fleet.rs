@@ -37,6 +37,13 @@ use crate::metrics::FleetResult;
 use crate::proxy::Proxy;
 use crate::upstream::PooledBody;
 
+/// A peek at a moved key's previous owner, made by the send phase.
+#[derive(Debug)]
+pub(crate) struct PeekAsk {
+    previous: SocketAddr,
+    request: Request<crate::body::request::RequestBody>,
+}
+
 impl Exchange<'_> {
     /// The cache key of a shardable request on a caching route of a
     /// fleet, else `None`.
@@ -109,32 +116,41 @@ impl Exchange<'_> {
         fleet.previous_owner(&key)
     }
 
-    /// Peeks at `previous`'s cache for the request: its entry's response
-    /// head (which then fills this replica's cache and goes through the
-    /// route's transforms, as an upstream's would), or `None` on a miss or
-    /// a failure, to go upstream.
-    pub(crate) async fn fleet_handoff(
-        &mut self,
-        req: &Request<Incoming>,
-        previous: SocketAddr,
-    ) -> Option<Response<PooledBody>> {
+    /// The peek of the handoff (see [`Exchange::handoff_from`]), built
+    /// now from the client's request, which the upstream request phase
+    /// consumes before the send phase makes the peek.
+    pub(crate) fn handoff_ask(&self, req: &Request<Incoming>) -> Option<Box<PeekAsk>> {
+        let previous = self.handoff_from(req)?;
         let fleet = self.proxy.fleet.as_ref()?;
-        let mut peek = self.peer_request(req, &previous.to_string(), fleet.epoch())?;
-        *peek.method_mut() = Method::GET;
-        peek.headers_mut()
+        let mut request = self.peer_request(req, &previous.to_string(), fleet.epoch())?;
+        *request.method_mut() = Method::GET;
+        request
+            .headers_mut()
             .insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
+        Some(Box::new(PeekAsk { previous, request }))
+    }
+
+    /// Makes the handoff's peek: the previous owner's entry (which then
+    /// fills this replica's cache and goes through the route's transforms,
+    /// as an upstream's answer would), or `None` on a miss or a failure,
+    /// to go upstream.
+    pub(crate) async fn peek_at(&mut self, ask: PeekAsk) -> Option<Box<Response<PooledBody>>> {
+        let PeekAsk { previous, request } = ask;
         let mut resp = self
-            .send_to_peer(previous, peek, "asking a moved key's previous owner for it")
+            .send_to_peer(
+                previous,
+                request,
+                "asking a moved key's previous owner for it",
+            )
             .await?;
         if resp.headers().get(crate::fleet::PEEK).is_some() {
             // Not in its cache either.
             return None;
         }
         resp.headers_mut().remove(crate::cache::X_CACHE);
-        fleet.count(FleetResult::Handoff);
+        self.proxy.fleet.as_ref()?.count(FleetResult::Handoff);
         self.record.server = Some(format!("peer {previous} (handoff)").into());
-        self.record.attempts = 1;
-        Some(resp)
+        Some(Box::new(resp))
     }
 
     /// Sends `req` to the peer at `addr` within `peer_timeout`; a failure

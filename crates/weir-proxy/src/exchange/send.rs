@@ -76,7 +76,17 @@ impl Exchange<'_> {
         if let Some(cache) = &self.cache {
             cache.prepare(req.headers_mut());
         }
-        let sent = self.attempts(req).await;
+        // A moved key: its previous owner's entry, when it has one,
+        // stands for the upstream's answer (crate::fleet). Boxed, so that
+        // what is kept across the attempts below stays one pointer.
+        let peeked = match self.handoff.take() {
+            Some(ask) => Box::pin(self.peek_at(*ask)).await,
+            None => None,
+        };
+        let sent = match peeked {
+            Some(resp) => Ok(*resp),
+            None => self.attempts(req).await,
+        };
         match &mut self.cache {
             Some(cache) => cache.after_send(sent),
             None => Sent::from(sent),
