@@ -16,10 +16,13 @@
 //! and follows symlinks as a reader does.
 //!
 //! What is compared per poll ([`fingerprint`]): the config file's contents,
-//! and the name, size, modification time and inode of every other entry of
-//! the directory whose name does not start with `.` (symlinks followed).
-//! Files the config names in other directories (certificates, templates)
-//! are read again by each reload but do not trigger one.
+//! and where the directory's `..data` symlink points, if it has one. A
+//! ConfigMap update always repoints `..data`, so an update of any of its
+//! files (a template, a certificate next to the config) reloads. Nothing
+//! else in the directory is looked at: a log file written there must not
+//! reload the config every poll. Outside Kubernetes, a change to another
+//! file the config names (a certificate, a template) is picked up by the
+//! next reload; touch the config file, or send SIGHUP, to reload for it.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -36,8 +39,8 @@ pub const DEFAULT_INTERVAL_MS: u64 = 1000;
 /// The shortest and longest poll interval `--watch-interval-ms` accepts, in ms.
 pub const INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 
-/// A digest of what a reload would read: the config file's contents and
-/// the metadata of the other visible entries of its directory.
+/// A digest of what decides a reload: the config file's contents and the
+/// target of its directory's `..data` symlink (a Kubernetes ConfigMap).
 ///
 /// # Errors
 /// The config file or its directory cannot be read.
@@ -48,23 +51,8 @@ pub fn fingerprint(config: &Path) -> io::Result<u64> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut entries: Vec<(std::ffi::OsString, PathBuf)> = std::fs::read_dir(dir)?
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| (e.file_name(), e.path()))
-        .collect();
-    entries.sort();
-    for (name, path) in entries {
-        name.hash(&mut h);
-        // A dangling symlink mid-swap hashes as absent; the next poll sees
-        // the settled state.
-        if let Ok(meta) = std::fs::metadata(&path) {
-            meta.len().hash(&mut h);
-            meta.modified().ok().hash(&mut h);
-            #[cfg(unix)]
-            std::os::unix::fs::MetadataExt::ino(&meta).hash(&mut h);
-        }
-    }
+    // The kubelet's atomic writer: absent outside a ConfigMap volume.
+    std::fs::read_link(dir.join("..data")).ok().hash(&mut h);
     Ok(h.finish())
 }
 
@@ -119,9 +107,8 @@ pub async fn watch(config: PathBuf, interval: Duration, reloader: Arc<Reloader>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
     #[test]
-    fn the_fingerprint_changes_with_the_config_and_with_a_visible_neighbour_only() {
+    fn the_fingerprint_follows_the_config_and_the_configmap_link_only() {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("weir.toml");
         std::fs::write(&config, "a").expect("write");
@@ -132,11 +119,17 @@ mod tests {
         let f1 = fingerprint(&config).expect("fingerprint");
         assert_ne!(f1, f0, "same size, new contents");
 
-        std::fs::write(dir.path().join(".hidden"), "x").expect("hidden");
-        assert_eq!(fingerprint(&config).expect("hidden ignored"), f1);
+        // A log file (or anything else) written next to the config.
+        std::fs::write(dir.path().join("weir.log"), "a line").expect("log");
+        assert_eq!(fingerprint(&config).expect("neighbour ignored"), f1);
 
-        std::fs::write(dir.path().join("template.html"), "x").expect("neighbour");
-        assert_ne!(fingerprint(&config).expect("neighbour"), f1);
+        // A ConfigMap update repoints `..data`.
+        std::os::unix::fs::symlink("..2026_1", dir.path().join("..data")).expect("link");
+        let f2 = fingerprint(&config).expect("linked");
+        assert_ne!(f2, f1);
+        std::fs::remove_file(dir.path().join("..data")).expect("unlink");
+        std::os::unix::fs::symlink("..2026_2", dir.path().join("..data")).expect("relink");
+        assert_ne!(fingerprint(&config).expect("relinked"), f2);
     }
 
     #[test]

@@ -391,32 +391,60 @@ async fn a_peer_answering_garbage_is_skipped_and_no_request_fails() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_forged_peer_token_is_an_ordinary_request_and_never_reaches_the_origin() {
+async fn a_wrong_peer_token_is_refused_and_a_replica_with_another_secret_serves_alone() {
     let origin = CountingOrigin::start().await;
     let addrs = addresses();
+    let extra = "peer_timeout = \"10s\"";
     let replicas: Vec<Replica> = addrs
         .iter()
-        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, "")))
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, extra)))
         .collect();
-    // A client claiming to be a peer with the wrong secret: the request is
-    // sharded like any other, and the field is not sent upstream.
-    let out = curl(&[
-        "-s",
-        "-H",
-        "x-weir-peer-token: not-the-secret-at-all",
-        "-H",
-        "x-weir-ring-epoch: 0000000000000000",
-        &format!("http://{}/k/forged", replicas[0].addr),
-    ]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "origin /k/forged");
-    let mut total = 0;
-    for r in &replicas {
-        total += r.fleet_count("served_for_peer").await;
-        assert_eq!(r.fleet_count("ring_disagreement").await, 0);
+    // A client claiming to be a peer: 403, said why, nothing upstream, and
+    // no peer field or peek goes anywhere.
+    for peek in [false, true] {
+        let mut args = vec![
+            "-s",
+            "-i",
+            "-H",
+            "x-weir-peer-token: not-the-secret-at-all",
+            "-H",
+            "x-weir-ring-epoch: 0000000000000000",
+        ];
+        if peek {
+            args.extend(["-H", "x-weir-fleet-peek: 1"]);
+        }
+        let url = format!("http://{}/k/forged", replicas[0].addr);
+        args.push(&url);
+        let out = String::from_utf8_lossy(&curl(&args).stdout).into_owned();
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+        assert!(out.contains("x-weir-fleet-refused: token"), "{out}");
     }
-    // Forwarded at most once (0 when replica 0 owns the key).
-    assert!(total <= 1, "served_for_peer {total}");
-    assert_eq!(origin.total(), 1);
+    assert_eq!(origin.total(), 0);
+    assert_eq!(replicas[0].fleet_count("bad_token").await, 2);
+    assert!(
+        replicas[0]
+            .log_text()
+            .contains("check that every replica has the same [fleet] secret"),
+        "{}",
+        replicas[0].log_text()
+    );
+
+    // The third replica gets another secret (a Secret rotated on one pod
+    // first): its forwards are refused at once and it serves them itself;
+    // the others' forwards to it likewise. No request fails or waits for
+    // a timeout.
+    let other =
+        fleet_table(addrs[2], &addrs, extra).replace(SECRET, "another-secret-0123456789abcdef");
+    replicas[2].reload(origin.addr, &other);
+    let started = Instant::now();
+    load(&replicas, 300, |i| format!("/k/{}", i % 100)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(replicas[2].fleet_count("peer_error").await >= 1);
+    assert!(replicas[2].fleet_count("bad_token").await >= 1);
     assert_eq!(
         origin.peer_fields.load(Ordering::Relaxed),
         0,

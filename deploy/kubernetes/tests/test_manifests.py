@@ -100,6 +100,10 @@ class Base(unittest.TestCase):
         [listener] = self.weir_toml["listener"]
         self.assertEqual(int(listener["address"].rpartition(":")[2]), self.port("http"))
 
+    def test_the_config_caches_so_a_fleet_has_something_to_shard(self):
+        routes = self.weir_toml["route"]
+        self.assertTrue(any(r.get("cache") for r in routes), routes)
+
     def test_grace_outlasts_prestop_and_drain(self):
         pre_stop = self.container["lifecycle"]["preStop"]["exec"]["command"]
         self.assertEqual(pre_stop[0], "/bin/sleep")

@@ -31,6 +31,19 @@ pub enum Lookup {
 }
 
 impl Cache {
+    /// A fresh stored answer to `req`, for a fleet peer's peek
+    /// (`crate::fleet`): no waiting on a fill, no flight, and not counted
+    /// in `weir_cache_requests_total` (the peer counts its own request).
+    pub fn peek<B>(&self, req: &Request<B>, path: &str, host: Option<&str>) -> Option<Hit> {
+        let key = key::primary(host, path, req.uri().query());
+        let view = key::view(req, path, host);
+        let now = SystemTime::now();
+        match self.find(&key, &view, now) {
+            Found::Fresh(entry) => Some(self.served(&entry, "HIT", now, &view)),
+            Found::Stale(_) | Found::Nothing => None,
+        }
+    }
+
     /// Looks `req` up. `path` is the normalized request path, `host` the
     /// client's host. May wait up to `collapse_wait` for another request's
     /// fill of the same key.

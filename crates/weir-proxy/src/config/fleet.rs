@@ -145,6 +145,16 @@ pub(super) fn fleet(
         errors.at(raw.self_address.span(), "fleet.self", why)
     })?;
     let self_addr = peer_addr(&raw.self_address, &expanded, "fleet.self".into(), errors)?;
+    if self_addr.ip().is_unspecified() || self_addr.port() == 0 {
+        return Err(errors.at(
+            raw.self_address.span(),
+            "fleet.self",
+            format!(
+                "{self_addr} cannot be reached by peers: give this replica's own address and \
+                 port (for IPv6, \"[${{POD_IP}}]:8080\")"
+            ),
+        ));
+    }
     let discovery = match (&raw.peers_dns, raw.peers.is_empty()) {
         (Some(dns), true) => {
             let name = dns.get_ref();
@@ -181,6 +191,15 @@ pub(super) fn fleet(
             let mut peers = Vec::with_capacity(raw.peers.len());
             for (i, p) in raw.peers.iter().enumerate() {
                 let addr = peer_addr(p, p.get_ref(), format!("fleet.peers[{i}]"), errors)?;
+                if addr.ip().is_unspecified() || addr.port() == 0 {
+                    return Err(errors.at(
+                        p.span(),
+                        format!("fleet.peers[{i}]"),
+                        format!(
+                            "{addr} cannot be reached: list each replica's own address and port"
+                        ),
+                    ));
+                }
                 if peers.contains(&addr) {
                     return Err(errors.at(
                         p.span(),
@@ -388,5 +407,42 @@ mod config_tests {
         ))
         .expect_err("unknown key");
         assert!(e.contains("peer"), "{e}");
+        let e = parse(&format!(
+            "self = \"0.0.0.0:8080\"\npeers_dns = \"p:8080\"\n{SECRET}"
+        ))
+        .expect_err("unspecified self");
+        assert!(
+            e.contains("fleet.self") && e.contains("cannot be reached"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\", \"10.0.0.2:0\"]\n{SECRET}"
+        ))
+        .expect_err("port 0");
+        assert!(e.contains("fleet.peers[1]"), "{e}");
+        let ok = parse(&format!(
+            "self = \"[fd00::1]:8080\"\npeers_dns = \"p:8080\"\n{SECRET}"
+        ));
+        assert!(ok.is_ok(), "IPv6 in brackets: {ok:?}");
+    }
+
+    #[test]
+    fn a_fleet_without_caching_routes_or_listening_elsewhere_is_warned_about() {
+        let text = "[[listener]]\naddress = \"127.0.0.1:8080\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n\n[[route]]\nupstream = \"app\"\n\n[fleet]\nself = \"127.0.0.1:9999\"\npeers_dns = \"p:9999\"\nsecret = \"0123456789abcdef\"\n";
+        let c = Config::parse(text, "test.toml", Path::new(".")).expect("valid");
+        let w = c.warnings().join("\n");
+        assert!(w.contains("no route has `cache = true`"), "{w}");
+        assert!(
+            w.contains("fleet.self 127.0.0.1:9999 is not the address of a [[listener]]"),
+            "{w}"
+        );
+        let text = text
+            .replace(
+                "upstream = \"app\"\n\n[fleet]",
+                "upstream = \"app\"\ncache = true\n\n[fleet]",
+            )
+            .replace("127.0.0.1:9999", "127.0.0.1:8080");
+        let c = Config::parse(&text, "test.toml", Path::new(".")).expect("valid");
+        assert!(c.warnings().is_empty(), "{:?}", c.warnings());
     }
 }

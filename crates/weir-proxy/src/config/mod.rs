@@ -121,6 +121,9 @@ impl Config {
                 ));
             }
         }
+        if let Some(fleet) = &self.fleet {
+            out.extend(fleet_warnings(fleet, &self.routes, &self.listeners));
+        }
         out
     }
 
@@ -142,4 +145,30 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// What `weir check` and `weir serve` say about a `[fleet]` that is valid
+/// but probably not what was meant.
+fn fleet_warnings(
+    fleet: &FleetSettings,
+    routes: &[RouteSpec],
+    listeners: &[ListenerSpec],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if !routes.iter().any(|r| r.cache) {
+        out.push("[fleet] is set but no route has `cache = true`: nothing is sharded".to_owned());
+    }
+    let me = fleet.self_addr;
+    let listens = listeners.iter().any(|l| {
+        l.address.port() == me.port()
+            && (l.address.ip() == me.ip() || l.address.ip().is_unspecified())
+    });
+    if !listens {
+        out.push(format!(
+            "fleet.self {me} is not the address of a [[listener]]: peers send this \
+             replica's keys there, so it must reach this replica (through NAT or a \
+             port mapping, say)"
+        ));
+    }
+    out
 }

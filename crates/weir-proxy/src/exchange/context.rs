@@ -74,7 +74,18 @@ pub(crate) struct Exchange<'p> {
     pub(crate) peek: bool,
     /// The peek the send phase makes before the upstream, for a moved key
     /// this replica misses (`crate::exchange::fleet`).
-    pub(crate) handoff: Option<Box<super::fleet::PeekAsk>>,
+    pub(crate) handoff: Option<Box<PeekAsk>>,
+}
+
+/// A peek at a moved key's previous owner (`crate::fleet`), prepared by
+/// the cache lookup phase from the client's request and made by the send
+/// phase.
+#[derive(Debug)]
+pub(crate) struct PeekAsk {
+    /// The previous owner.
+    pub(crate) previous: std::net::SocketAddr,
+    /// The peek, as sent.
+    pub(crate) request: Request<crate::body::request::RequestBody>,
 }
 
 impl<'p> Exchange<'p> {

@@ -27,7 +27,7 @@ use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 use weir_stream::body::HttpBodySource;
 
-use super::context::Exchange;
+use super::context::{Exchange, PeekAsk};
 use super::local::Local;
 use crate::body::idle::IdleTimeout;
 use crate::body::response::{ResponseBody, ResponseSource};
@@ -36,13 +36,6 @@ use crate::headers;
 use crate::metrics::FleetResult;
 use crate::proxy::Proxy;
 use crate::upstream::PooledBody;
-
-/// A peek at a moved key's previous owner, made by the send phase.
-#[derive(Debug)]
-pub(crate) struct PeekAsk {
-    previous: SocketAddr,
-    request: Request<crate::body::request::RequestBody>,
-}
 
 impl Exchange<'_> {
     /// The cache key of a shardable request on a caching route of a
@@ -124,9 +117,20 @@ impl Exchange<'_> {
         let fleet = self.proxy.fleet.as_ref()?;
         let mut request = self.peer_request(req, &previous.to_string(), fleet.epoch())?;
         *request.method_mut() = Method::GET;
-        request
-            .headers_mut()
-            .insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
+        let headers = request.headers_mut();
+        // The whole entry, whatever the client asked of it: this
+        // replica's cache answers the client's conditional or range.
+        for name in [
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_MATCH,
+            header::IF_UNMODIFIED_SINCE,
+            header::IF_RANGE,
+            header::RANGE,
+        ] {
+            headers.remove(name);
+        }
+        headers.insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
         Some(Box::new(PeekAsk { previous, request }))
     }
 
@@ -171,6 +175,15 @@ impl Exchange<'_> {
                 .map_err(|f| f.error.to_string()),
             Err(e) => Err(e.to_string()),
         };
+        let sent =
+            sent.and_then(|resp| {
+                if resp.headers().contains_key(crate::fleet::REFUSED) {
+                    Err("it refused this replica's peer token: the replicas' [fleet] secrets differ"
+                    .to_owned())
+                } else {
+                    Ok(resp)
+                }
+            });
         match sent {
             Ok(resp) => Some(resp),
             Err(why) => {
@@ -186,28 +199,30 @@ impl Exchange<'_> {
         }
     }
 
-    /// A peer's peek: this replica's cached entry as stored (no transform,
-    /// no SSR), or a `404` with the peek field set to `miss`. Nothing is
-    /// fetched for a peek.
-    pub(crate) async fn answer_peek(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
+    /// A peer's peek: this replica's fresh cached entry as stored (no
+    /// transform, no SSR), or a `204` with the peek field set to `miss`.
+    /// Nothing is fetched, waited for or counted as a cache request for a
+    /// peek.
+    pub(crate) fn answer_peek(mut self, req: Request<Incoming>) -> Response<ResponseBody> {
         self.transforms = None;
         self.ssr = None;
-        match self.cache_lookup(req).await {
-            Err(hit) => self.respond_from_cache(hit),
-            Ok(_) => {
-                // Dropping the ticket ends the flight this miss may lead.
-                self.cache = None;
-                self.record.reason = Some("fleet peek: not cached here".to_owned());
-                let mut resp = self.answer(Local::new(
-                    StatusCode::NOT_FOUND,
-                    "404 Not Found: not cached here\n",
-                    crate::outcome::Outcome::Ok,
-                ));
-                resp.headers_mut()
-                    .insert(crate::fleet::PEEK, HeaderValue::from_static("miss"));
-                resp
-            }
+        let hit = self.cache.as_ref().and_then(|hook| {
+            hook.cache
+                .peek(&req, &self.target.path, self.target.client_host.as_deref())
+        });
+        self.cache = None;
+        if let Some(hit) = hit {
+            return self.respond_from_cache(hit);
         }
+        self.record.reason = Some("fleet peek: not cached here".to_owned());
+        let mut resp = self.answer(Local::new(
+            StatusCode::NO_CONTENT,
+            "",
+            crate::outcome::Outcome::Ok,
+        ));
+        resp.headers_mut()
+            .insert(crate::fleet::PEEK, HeaderValue::from_static("miss"));
+        resp
     }
 
     /// The request forwarded to the owner at `authority`: the client's,

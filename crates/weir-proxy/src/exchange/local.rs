@@ -58,6 +58,16 @@ impl Local {
 
     /// `503 Service Unavailable` for a route at its
     /// `max_concurrent_requests`, logged as `limited`.
+    /// A request with a fleet peer token that is not this replica's
+    /// secret (`crate::fleet`).
+    pub(crate) const fn fleet_refused() -> Local {
+        Local::new(
+            StatusCode::FORBIDDEN,
+            "403 Forbidden: fleet peer token mismatch\n",
+            Outcome::BadRequest,
+        )
+    }
+
     pub(crate) const fn too_busy() -> Local {
         Local::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -70,11 +70,10 @@ impl Proxy {
         let filtered = request::filter(&req, &self.settings.limits);
         // A peer's forwarded request proves itself and loses the proof here,
         // before anything reads the fields (crate::fleet).
-        let admitted = self
-            .fleet
-            .as_ref()
-            .map_or(Admitted::Client, |f| f.admit(req.headers_mut()));
-        let from_peer = admitted != Admitted::Client;
+        let admitted = self.fleet.as_ref().map_or(Admitted::Client, |f| {
+            f.admit(req.headers_mut(), downstream.addr)
+        });
+        let from_peer = matches!(admitted, Admitted::Peer | Admitted::Peek);
         let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.request_id = Some(id.clone());
@@ -82,6 +81,15 @@ impl Proxy {
         let head_only = req.method() == Method::HEAD;
         let routed = filtered.and_then(|()| request::route(&self.routes, &self.upstreams, &req));
         let mut resp = match routed {
+            Ok(_) if admitted == Admitted::BadToken => {
+                record.reason = Some("fleet peer token is not this replica's secret".to_owned());
+                let mut resp = local::answer(record, local::Local::fleet_refused(), head_only);
+                resp.headers_mut().insert(
+                    crate::fleet::REFUSED,
+                    http::HeaderValue::from_static("token"),
+                );
+                resp
+            }
             Ok(target) if !record.admit(target.route.concurrency.as_ref()) => {
                 local::answer(record, Local::too_busy(), head_only)
             }
@@ -146,7 +154,7 @@ impl Exchange<'_> {
             return Box::pin(self.file_page(req.method(), req.uri())).await;
         }
         if self.peek {
-            return Box::pin(self.answer_peek(req)).await;
+            return self.answer_peek(req);
         }
         if let Some((owner, epoch)) = self.fleet_owner(&req)
             && let Some(resp) = Box::pin(self.fleet_forward(&req, owner, epoch)).await

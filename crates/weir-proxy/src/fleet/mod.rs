@@ -76,7 +76,19 @@ pub(crate) enum Admitted {
     Peer,
     /// A peer's peek: answered from this replica's cache alone.
     Peek,
+    /// A peer token that is not this replica's secret: refused with a
+    /// `403` that says so ([`REFUSED`]), so that a replica whose secret
+    /// differs (a Secret rotated on some pods first) fails its forwards at
+    /// once and serves them itself, instead of being treated as a client.
+    BadToken,
 }
+
+/// The field of the `403` a request with a wrong peer token gets: the
+/// forwarding replica takes it as a failed forward.
+pub const REFUSED: HeaderName = HeaderName::from_static("x-weir-fleet-refused");
+
+/// The most often a wrong peer token is logged: once per this many ms.
+const BAD_TOKEN_LOG_MS: u64 = 10_000;
 
 /// The members before the last change, asked for moved keys until `until_ms`.
 #[derive(Debug)]
@@ -151,6 +163,9 @@ pub struct Fleet {
     members: ArcSwap<Members>,
     previous: arc_swap::ArcSwapOption<Previous>,
     started: Instant,
+    /// When a wrong peer token was last logged (ms since `started`, plus 1;
+    /// 0: never).
+    bad_token_logged: AtomicU64,
     metrics: Arc<Metrics>,
 }
 
@@ -198,6 +213,14 @@ impl Fleet {
         metrics
             .fleet()
             .set_members(members.addrs.len(), members.epoch);
+        tracing::info!(
+            target: "weir::fleet",
+            this = %settings.self_addr,
+            members = members.addrs.len(),
+            epoch = %format!("{:016x}", members.epoch),
+            "fleet: {}",
+            members.addrs.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(", ")
+        );
         let fleet = Arc::new(Fleet {
             self_addr: settings.self_addr,
             token: HeaderValue::from_str(&settings.secret)?,
@@ -205,6 +228,7 @@ impl Fleet {
             members: ArcSwap::from_pointee(members),
             previous: arc_swap::ArcSwapOption::empty(),
             started: Instant::now(),
+            bad_token_logged: AtomicU64::new(0),
             metrics,
         });
         match before {
@@ -404,7 +428,7 @@ impl Fleet {
     /// Removes the peer fields from `headers` and says whether they proved
     /// the request comes from a peer, and whether it is a peek (counting a
     /// peer whose ring epoch differs from this replica's).
-    pub(crate) fn admit(&self, headers: &mut HeaderMap) -> Admitted {
+    pub(crate) fn admit(&self, headers: &mut HeaderMap, from: SocketAddr) -> Admitted {
         let token = headers.remove(PEER_TOKEN);
         let epoch = headers.remove(RING_EPOCH);
         let peek = headers.remove(PEEK).is_some();
@@ -412,7 +436,23 @@ impl Fleet {
             return Admitted::Client;
         };
         if !constant_time_eq(token.as_bytes(), self.token.as_bytes()) {
-            return Admitted::Client;
+            self.metrics.fleet().count(FleetResult::BadToken);
+            let now = self.now_ms().saturating_add(1);
+            let last = self.bad_token_logged.load(Ordering::Relaxed);
+            if (last == 0 || now.saturating_sub(last) >= BAD_TOKEN_LOG_MS)
+                && self
+                    .bad_token_logged
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                tracing::warn!(
+                    target: "weir::fleet",
+                    peer = %from,
+                    "refused a request whose fleet peer token is not this replica's secret: \
+                     check that every replica has the same [fleet] secret (logged at most every 10 s)"
+                );
+            }
+            return Admitted::BadToken;
         }
         if peek {
             self.metrics.fleet().count(FleetResult::PeekServed);

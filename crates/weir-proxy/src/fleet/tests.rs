@@ -14,6 +14,11 @@ fn fleet(self_addr: &str, peers: &[&str]) -> Arc<Fleet> {
     Fleet::new(&settings, metrics).expect("fleet")
 }
 
+/// The address a test request comes from.
+fn peer() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 9], 40000))
+}
+
 const PEERS: [&str; 3] = ["127.0.0.1:8080", "127.0.0.2:8080", "127.0.0.3:8080"];
 
 #[test]
@@ -69,11 +74,11 @@ fn admit_checks_the_token_and_always_strips_the_fields() {
     let f = fleet(PEERS[0], &PEERS);
     let mut h = HeaderMap::new();
     f.mark(&mut h, f.epoch());
-    assert_eq!(f.admit(&mut h), Admitted::Peer);
+    assert_eq!(f.admit(&mut h, peer()), Admitted::Peer);
     assert!(h.is_empty(), "stripped");
     f.mark(&mut h, f.epoch());
     h.insert(PEEK, HeaderValue::from_static("1"));
-    assert_eq!(f.admit(&mut h), Admitted::Peek);
+    assert_eq!(f.admit(&mut h, peer()), Admitted::Peek);
     assert!(h.is_empty(), "stripped");
 
     let mut h = HeaderMap::new();
@@ -81,12 +86,12 @@ fn admit_checks_the_token_and_always_strips_the_fields() {
     h.insert(RING_EPOCH, HeaderValue::from_static("00"));
     h.insert(PEEK, HeaderValue::from_static("1"));
     assert_eq!(
-        f.admit(&mut h),
-        Admitted::Client,
-        "a wrong token is a client's request"
+        f.admit(&mut h, peer()),
+        Admitted::BadToken,
+        "a wrong token is refused"
     );
     assert!(h.is_empty(), "stripped anyway");
-    assert_eq!(f.admit(&mut HeaderMap::new()), Admitted::Client);
+    assert_eq!(f.admit(&mut HeaderMap::new(), peer()), Admitted::Client);
 }
 
 #[test]

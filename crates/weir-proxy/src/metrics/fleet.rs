@@ -28,11 +28,14 @@ pub enum FleetResult {
     Handoff,
     /// A peer's peek at this replica's cache, answered.
     PeekServed,
+    /// A request with a peer token that is not this replica's secret,
+    /// refused (`403`).
+    BadToken,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 7] = [
+    pub const ALL: [FleetResult; 8] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
@@ -40,6 +43,7 @@ impl FleetResult {
         FleetResult::RingDisagreement,
         FleetResult::Handoff,
         FleetResult::PeekServed,
+        FleetResult::BadToken,
     ];
 
     /// The label value.
@@ -52,6 +56,7 @@ impl FleetResult {
             FleetResult::RingDisagreement => "ring_disagreement",
             FleetResult::Handoff => "handoff",
             FleetResult::PeekServed => "peek_served",
+            FleetResult::BadToken => "bad_token",
         }
     }
 }
