@@ -46,7 +46,25 @@ pub const INTERVAL_RANGE_MS: std::ops::RangeInclusive<u64> = 100..=3_600_000;
 /// The config file or its directory cannot be read.
 pub fn fingerprint(config: &Path) -> io::Result<u64> {
     let mut h = DefaultHasher::new();
-    std::fs::read(config)?.hash(&mut h);
+    // Never open a FIFO (open blocks) or read a device or a huge file
+    // whole: the reload refuses those anyway, with the reason.
+    let meta = std::fs::metadata(config)?;
+    if !meta.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    if meta.len() > crate::config::MAX_CONFIG_BYTES {
+        (meta.len(), meta.modified().ok()).hash(&mut h);
+    } else {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(config)?,
+                crate::config::MAX_CONFIG_BYTES,
+            ),
+            &mut bytes,
+        )?;
+        bytes.hash(&mut h);
+    }
     let dir = match config.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -63,14 +81,20 @@ pub fn fingerprint(config: &Path) -> io::Result<u64> {
 /// until the directory changes again. A directory that cannot be read is
 /// logged at WARN once per distinct error, and the poll goes on.
 pub async fn watch(config: PathBuf, interval: Duration, reloader: Arc<Reloader>) {
-    let mut last = fingerprint(&config).ok();
+    let start = config.clone();
+    let mut last = tokio::task::spawn_blocking(move || fingerprint(&start))
+        .await
+        .ok()
+        .and_then(Result::ok);
     let mut last_error: Option<String> = None;
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     loop {
         ticks.tick().await;
-        let now = match fingerprint(&config) {
+        let path = config.clone();
+        let polled = tokio::task::spawn_blocking(move || fingerprint(&path)).await;
+        let now = match polled.unwrap_or_else(|e| Err(io::Error::other(e.to_string()))) {
             Ok(f) => {
                 last_error = None;
                 f

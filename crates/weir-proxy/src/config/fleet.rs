@@ -56,6 +56,9 @@ pub enum FleetDiscovery {
     },
 }
 
+/// The shortest `dns_refresh` accepted.
+const MIN_DNS_REFRESH: Duration = Duration::from_millis(100);
+
 /// The shortest peer secret accepted, in bytes.
 pub const MIN_SECRET_BYTES: usize = 16;
 
@@ -115,13 +118,16 @@ fn peer_addr(
     key: String,
     errors: &Errors<'_>,
 ) -> Result<SocketAddr, ConfigError> {
-    text.parse().map_err(|_| {
-        errors.at(
-            value.span(),
-            key,
-            format!("{text:?} is not an ip:port address (e.g. \"10.0.0.7:8080\")"),
-        )
-    })
+    // IPv4-mapped IPv6 is the IPv4 address: one peer, one ring member.
+    text.parse::<SocketAddr>()
+        .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
+        .map_err(|_| {
+            errors.at(
+                value.span(),
+                key,
+                format!("{text:?} is not an ip:port address (e.g. \"10.0.0.7:8080\")"),
+            )
+        })
 }
 
 /// `[fleet]`, checked: `self` an address (after `${VAR}`), one way to find
@@ -158,14 +164,21 @@ pub(super) fn fleet(
     let discovery = match (&raw.peers_dns, raw.peers.is_empty()) {
         (Some(dns), true) => {
             let name = dns.get_ref();
-            let port_ok = name
-                .rsplit_once(':')
-                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            let port_ok = name.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok_and(|p| p != 0)
+            });
             if !port_ok {
                 return Err(errors.at(
                     dns.span(),
                     "fleet.peers_dns",
                     format!("{name:?} is not a name:port (e.g. \"weir-peers.default.svc.cluster.local:8080\")"),
+                ));
+            }
+            if raw.dns_refresh < MIN_DNS_REFRESH {
+                return Err(errors.at(
+                    dns.span(),
+                    "fleet.dns_refresh",
+                    "dns_refresh must be at least 100ms",
                 ));
             }
             FleetDiscovery::Dns {
@@ -222,17 +235,21 @@ pub(super) fn fleet(
         }
     };
     let secret = match (&raw.secret, &raw.secret_file) {
-        (Some(s), None) => (s.get_ref().clone(), s.span()),
+        (Some(s), None) => (s.get_ref().clone(), s.span(), "fleet.secret"),
         (None, Some(f)) => {
             let path = base_dir.join(f.get_ref());
-            let text = std::fs::read_to_string(&path).map_err(|e| {
-                errors.at(
-                    f.span(),
-                    "fleet.secret_file",
-                    format!("cannot read {}: {e}", path.display()),
-                )
-            })?;
-            (text.trim().to_owned(), f.span())
+            // A regular file of at most 1 MiB: a FIFO or a device would
+            // block or never end, on the thread that reloads.
+            let bytes =
+                super::file::read_limited(&path, &path.display().to_string()).map_err(|e| {
+                    errors.at(
+                        f.span(),
+                        "fleet.secret_file",
+                        format!("cannot read it: {e}"),
+                    )
+                })?;
+            let text = String::from_utf8_lossy(&bytes);
+            (text.trim().to_owned(), f.span(), "fleet.secret_file")
         }
         (Some(s), Some(_)) => {
             return Err(errors.at(
@@ -249,12 +266,12 @@ pub(super) fn fleet(
             ));
         }
     };
-    let (secret, span) = secret;
+    let (secret, span, key) = secret;
     let visible = secret.bytes().all(|b| b.is_ascii_graphic());
     if secret.len() < MIN_SECRET_BYTES || !visible {
         return Err(errors.at(
             span,
-            "fleet.secret",
+            key,
             format!(
                 "the peer secret must be at least {MIN_SECRET_BYTES} visible ASCII characters \
                  (no spaces), e.g. the output of `openssl rand -hex 32`"
@@ -424,6 +441,42 @@ mod config_tests {
             "self = \"[fd00::1]:8080\"\npeers_dns = \"p:8080\"\n{SECRET}"
         ));
         assert!(ok.is_ok(), "IPv6 in brackets: {ok:?}");
+        for (text, key) in [
+            (
+                "self = \"127.0.0.8:8080\"\npeers = [\"127.0.0.8:8080\", \"[::ffff:127.0.0.8]:8080\"]\n",
+                "listed twice",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers_dns = \"x:0\"\n",
+                "fleet.peers_dns",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers_dns = \"http://x:8080\"\n",
+                "fleet.peers_dns",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers_dns = \"x:8080\"\ndns_refresh = \"1ms\"\n",
+                "at least 100ms",
+            ),
+        ] {
+            let e = parse(&format!("{text}{SECRET}")).expect_err(text);
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        // A FIFO as the secret file is refused at once, not waited on.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("secret");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let text = format!(
+                "self = \"10.0.0.1:8080\"\npeers_dns = \"x:8080\"\nsecret_file = \"{}\"\n",
+                fifo.display()
+            );
+            let e = parse(&text).expect_err("a FIFO");
+            assert!(
+                e.contains("fleet.secret_file") && e.contains("not a regular file"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -42,7 +42,8 @@ impl Exchange<'_> {
     /// fleet, else `None`.
     fn fleet_key(&self, req: &Request<Incoming>) -> Option<String> {
         self.proxy.fleet.as_ref()?;
-        if self.cache.is_none() || !shardable(req) {
+        // Without a host (HTTP/1.0), the owner could not route a forward.
+        if self.cache.is_none() || self.target.client_host.is_none() || !shardable(req) {
             return None;
         }
         Some(crate::cache::primary_key(
@@ -146,11 +147,17 @@ impl Exchange<'_> {
                 request,
                 "asking a moved key's previous owner for it",
             )
-            .await?;
-        if resp.headers().get(crate::fleet::PEEK).is_some() {
-            // Not in its cache either.
+            .await?; // Only an entry marked as one: a miss, or any answer the peer made
+        // itself (a full route, a limit), sends this request upstream.
+        if resp
+            .headers()
+            .get(crate::fleet::PEEK)
+            .map(HeaderValue::as_bytes)
+            != Some(b"hit")
+        {
             return None;
         }
+        resp.headers_mut().remove(crate::fleet::PEEK);
         resp.headers_mut().remove(crate::cache::X_CACHE);
         self.proxy.fleet.as_ref()?.count(FleetResult::Handoff);
         self.record.server = Some(format!("peer {previous} (handoff)").into());
@@ -172,22 +179,35 @@ impl Exchange<'_> {
             Ok(pool) => client
                 .send_on(&pool, req, false, Some(fleet.peer_timeout()))
                 .await
-                .map_err(|f| f.error.to_string()),
-            Err(e) => Err(e.to_string()),
+                .map_err(|f| {
+                    let timed_out = matches!(
+                        f.error,
+                        crate::upstream::UpstreamError::ResponseHeaderTimeout { .. }
+                    );
+                    (f.error.to_string(), timed_out)
+                }),
+            Err(e) => Err((e.to_string(), false)),
         };
-        let sent =
-            sent.and_then(|resp| {
-                if resp.headers().contains_key(crate::fleet::REFUSED) {
-                    Err("it refused this replica's peer token: the replicas' [fleet] secrets differ"
-                    .to_owned())
-                } else {
-                    Ok(resp)
-                }
-            });
+        let sent = sent.and_then(|resp| {
+            let refused = resp.status() == StatusCode::FORBIDDEN
+                && resp.headers().contains_key(crate::fleet::REFUSED);
+            if refused {
+                Err((
+                    "it refused this replica's peer token: the replicas' [fleet] secrets differ"
+                        .to_owned(),
+                    false,
+                ))
+            } else {
+                Ok(resp)
+            }
+        });
         match sent {
-            Ok(resp) => Some(resp),
-            Err(why) => {
-                fleet.peer_failed(addr);
+            Ok(resp) => {
+                fleet.peer_answered(addr);
+                Some(resp)
+            }
+            Err((why, timed_out)) => {
+                fleet.peer_failed(addr, timed_out);
                 tracing::warn!(
                     target: "weir::fleet",
                     peer = %addr,
@@ -211,7 +231,10 @@ impl Exchange<'_> {
                 .peek(&req, &self.target.path, self.target.client_host.as_deref())
         });
         self.cache = None;
-        if let Some(hit) = hit {
+        if let Some(mut hit) = hit {
+            hit.head
+                .headers
+                .insert(crate::fleet::PEEK, HeaderValue::from_static("hit"));
             return self.respond_from_cache(hit);
         }
         self.record.reason = Some("fleet peek: not cached here".to_owned());

@@ -70,11 +70,15 @@ impl Proxy {
         let filtered = request::filter(&req, &self.settings.limits);
         // A peer's forwarded request proves itself and loses the proof here,
         // before anything reads the fields (crate::fleet).
-        let admitted = self.fleet.as_ref().map_or(Admitted::Client, |f| {
-            f.admit(req.headers_mut(), downstream.addr)
-        });
+        let admitted = match &self.fleet {
+            Some(f) => f.admit(req.headers_mut(), downstream.addr),
+            // Without a fleet, a peer's fields (a replica that still has
+            // [fleet] during a rollout) must not reach the upstream either.
+            None => crate::fleet::strip(req.headers_mut()),
+        };
         let from_peer = matches!(admitted, Admitted::Peer | Admitted::Peek);
-        let id = crate::request_id::identify(req.headers_mut(), downstream.trusted);
+        // A peer proved itself with the secret: its X-Request-Id stands.
+        let id = crate::request_id::identify(req.headers_mut(), downstream.trusted || from_peer);
         let mut record = AccessRecord::new(&req, downstream.addr, Arc::clone(&self.shutdown_cut));
         record.request_id = Some(id.clone());
         record.count_into(Arc::clone(&self.metrics), self.route_label(None));

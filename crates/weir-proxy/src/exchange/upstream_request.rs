@@ -221,10 +221,12 @@ impl Exchange<'_> {
                 headers.remove(header::HOST);
             }
         }
-        headers::set_forwarded(
-            headers,
-            Proxy::forwarded_peer(self.downstream, target.client_host.as_deref()),
-        );
+        let mut peer = Proxy::forwarded_peer(self.downstream, target.client_host.as_deref());
+        // A fleet peer proved itself with the secret: its X-Forwarded-*
+        // fields (the client's address, https) are kept as a trusted
+        // proxy's would be.
+        peer.trusted |= self.from_peer;
+        headers::set_forwarded(headers, peer);
         self.proxy.via.append(headers, received);
         if target.route.transforms.reads_content() || target.route.ssr.is_some() {
             // html-rewrite and msgpack-json read the body: ask for it unencoded

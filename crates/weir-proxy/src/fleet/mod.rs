@@ -59,6 +59,20 @@ pub const RING_EPOCH: HeaderName = HeaderName::from_static("x-weir-ring-epoch");
 /// How long a peer that failed is skipped.
 pub const PEER_BACKOFF: Duration = Duration::from_secs(5);
 
+/// Timeouts in a row after which a peer is skipped: one slow answer (an
+/// owner waiting on a slow origin) is not a stalled peer. A refused
+/// connection or an answer that is not HTTP skips it at once.
+pub const TIMEOUTS_BEFORE_BACKOFF: u32 = 3;
+
+/// Removes the peer fields from a request on a replica without
+/// `[fleet]`; says [`Admitted::Client`].
+pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
+    for name in [PEER_TOKEN, RING_EPOCH, PEEK] {
+        headers.remove(name);
+    }
+    Admitted::Client
+}
+
 /// The field of a peek: a peer asking for this replica's cached entry only.
 /// On a miss the answer is a `404` with this field set to `miss`.
 pub const PEEK: HeaderName = HeaderName::from_static("x-weir-fleet-peek");
@@ -122,6 +136,8 @@ struct Members {
     /// Per member, the time (ms since the fleet started) until which it is
     /// skipped after a failure.
     down_until: Vec<AtomicU64>,
+    /// Per member, response-head timeouts in a row.
+    timeouts: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Members {
@@ -132,10 +148,26 @@ impl Members {
             .is_ok_and(|i| self.down_until[i].load(Ordering::Relaxed) > now_ms)
     }
 
-    /// Puts `addr`, if a member, in back-off until `until_ms`.
-    fn set_down(&self, addr: SocketAddr, until_ms: u64) {
+    /// Puts `addr`, if a member, in back-off until `until_ms`; after a
+    /// timeout (`timed_out`), only at the [`TIMEOUTS_BEFORE_BACKOFF`]th in
+    /// a row.
+    fn set_down(&self, addr: SocketAddr, until_ms: u64, timed_out: bool) {
         if let Ok(i) = self.addrs.binary_search(&addr) {
+            if timed_out {
+                let n = self.timeouts[i].fetch_add(1, Ordering::Relaxed) + 1;
+                if n < TIMEOUTS_BEFORE_BACKOFF {
+                    return;
+                }
+            }
+            self.timeouts[i].store(0, Ordering::Relaxed);
             self.down_until[i].store(until_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// `addr` answered: its timeouts in a row start again from 0.
+    fn answered(&self, addr: SocketAddr) {
+        if let Ok(i) = self.addrs.binary_search(&addr) {
+            self.timeouts[i].store(0, Ordering::Relaxed);
         }
     }
 
@@ -146,11 +178,16 @@ impl Members {
         let ring = Ring::new(names.iter().map(|n| (n.as_str(), 1)));
         let epoch = hash(names.join(",").as_bytes());
         let down_until = addrs.iter().map(|_| AtomicU64::new(0)).collect();
+        let timeouts = addrs
+            .iter()
+            .map(|_| std::sync::atomic::AtomicU32::new(0))
+            .collect();
         Members {
             addrs,
             ring,
             epoch,
             down_until,
+            timeouts,
         }
     }
 }
@@ -412,17 +449,24 @@ impl Fleet {
             || self.members.load().is_down(addr, now);
         (addr != self.self_addr && !down).then_some(addr)
     }
+
     /// A forward or a peek to `addr` failed: skip it for [`PEER_BACKOFF`],
-    /// as a member and as a previous owner.
-    pub(crate) fn peer_failed(&self, addr: SocketAddr) {
+    /// as a member and as a previous owner; after a response-head timeout
+    /// (`timed_out`), only once [`TIMEOUTS_BEFORE_BACKOFF`] came in a row.
+    pub(crate) fn peer_failed(&self, addr: SocketAddr, timed_out: bool) {
         self.metrics.fleet().count(FleetResult::PeerError);
         let until = self
             .now_ms()
             .saturating_add(PEER_BACKOFF.as_millis() as u64);
-        self.members.load().set_down(addr, until);
+        self.members.load().set_down(addr, until, timed_out);
         if let Some(previous) = self.previous.load_full() {
-            previous.members.set_down(addr, until);
+            previous.members.set_down(addr, until, timed_out);
         }
+    }
+
+    /// A forward or a peek to `addr` got an answer.
+    pub(crate) fn peer_answered(&self, addr: SocketAddr) {
+        self.members.load().answered(addr);
     }
 
     /// Removes the peer fields from `headers` and says whether they proved

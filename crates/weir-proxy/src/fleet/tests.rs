@@ -104,7 +104,17 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
     let Owner::Peer { addr, .. } = f.owner(&key) else {
         unreachable!("found above");
     };
-    f.peer_failed(addr);
+    // Timeouts: only the third in a row skips it.
+    f.peer_failed(addr, true);
+    f.peer_failed(addr, true);
+    assert_ne!(f.owner(&key), Owner::Here, "two slow answers");
+    f.peer_answered(addr);
+    f.peer_failed(addr, true);
+    f.peer_failed(addr, true);
+    assert_ne!(f.owner(&key), Owner::Here, "counted again from the answer");
+    f.peer_failed(addr, true);
+    assert_eq!(f.owner(&key), Owner::Here, "the third in a row");
+    f.peer_failed(addr, false);
     assert_eq!(f.owner(&key), Owner::Here);
 }
 
@@ -179,7 +189,7 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
         .find(|k| new.previous_owner(k).is_some())
         .expect("a moved key");
     let prev = new.previous_owner(&key).expect("asked");
-    new.peer_failed(prev);
+    new.peer_failed(prev, false);
     assert!((0..2000).all(|k| new.previous_owner(&format!("k{k}")) != Some(prev)));
 }
 
