@@ -178,6 +178,15 @@ fn addresses() -> [SocketAddr; 3] {
     [1, 2, 3].map(|i| SocketAddr::from(([127, 0, 0, i], port)))
 }
 
+/// A replica at each of `addrs` caching `origin`, all in one fleet with
+/// `extra` in its `[fleet]` table.
+fn start_fleet(origin: &CountingOrigin, addrs: &[SocketAddr], extra: &str) -> Vec<Replica> {
+    addrs
+        .iter()
+        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, addrs, extra)))
+        .collect()
+}
+
 /// The `[fleet]` table of the replica at `me` among `peers`.
 fn fleet_table(me: SocketAddr, peers: &[SocketAddr], extra: &str) -> String {
     let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
@@ -254,10 +263,7 @@ async fn three_replicas_fetch_each_key_once_and_collapse_misses_across_the_fleet
     // A peer timeout well above what a loaded debug build can take, so
     // that no forward falls back to the origin (that path has its own tests).
     let extra = "peer_timeout = \"10s\"";
-    let replicas: Vec<Replica> = addrs
-        .iter()
-        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, extra)))
-        .collect();
+    let replicas = start_fleet(&origin, &addrs, extra);
 
     // 10,000 requests over 1,000 keys, spread over the three replicas.
     load(&replicas, 10_000, |i| format!("/k/{}", i % 1000)).await;
@@ -396,10 +402,7 @@ async fn a_wrong_peer_token_is_refused_and_a_replica_with_another_secret_serves_
     let origin = CountingOrigin::start().await;
     let addrs = addresses();
     let extra = "peer_timeout = \"10s\"";
-    let replicas: Vec<Replica> = addrs
-        .iter()
-        .map(|&a| Replica::start(a, origin.addr, &fleet_table(a, &addrs, extra)))
-        .collect();
+    let replicas = start_fleet(&origin, &addrs, extra);
     // A client claiming to be a peer: 403, said why, nothing upstream, and
     // no peer field or peek goes anywhere.
     for peek in [false, true] {
