@@ -873,6 +873,26 @@ const PWN_REVIEW: &str = "<div class=review>Great kayak!\n\
 
 /// An origin whose `/fragment/{name}` serves each `(name, markup)`; the
 /// directory lives as long as the returned guard.
+/// `template` composed through the proxy from an origin serving
+/// `fragments`: the page's bytes (per-page token undone) and the DOM
+/// Chromium builds from it; `None`, said on stderr, without Chromium.
+async fn composed_in_chromium(
+    fragments: &[(&str, &str)],
+    template: &str,
+) -> Option<(String, String)> {
+    let Some(chromium) = chromium() else {
+        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
+        return None;
+    };
+    let (_root, origin) = origin_with_fragments(fragments).await;
+    let site = site(&origin, template, "", "");
+    let proxy = start_proxy(&site.config).await;
+    let (_, _, raw) = page(&proxy, "/").await;
+    let raw = untoken(&raw);
+    let got = dom(&chromium, proxy.url("/")).await;
+    Some((raw, got))
+}
+
 async fn origin_with_fragments(files: &[(&str, &str)]) -> (tempfile::TempDir, Origin) {
     let root = tempfile::tempdir().expect("origin root");
     let fragments = root.path().join("fragments");
@@ -893,11 +913,7 @@ async fn origin_with_fragments(files: &[(&str, &str)]) -> (tempfile::TempDir, Or
 /// async fragment never takes the page after it with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_chromium_async_content_never_lands_in_a_script_after_a_table_closed_an_svg() {
-    let Some(chromium) = chromium() else {
-        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
-        return;
-    };
-    let (_root, origin) = origin_with_fragments(&[
+    let fragments = [
         // Cut after its first line by `chunks=2&lines=1`: inside the script.
         (
             "legacy",
@@ -906,19 +922,16 @@ async fn in_chromium_async_content_never_lands_in_a_script_after_a_table_closed_
         ),
         ("review", PWN_REVIEW),
         ("cols", "<col><style><!--</style>"),
-    ])
-    .await;
+    ];
     let template = "<!doctype html><html><head><title>t</title></head><body>\
                     <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
                     <div id=c><fragment src=\"/fragment/cols\" async><p>cols</p></fragment></div>\
                     <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\
                     <p id=sentinel>S</p></body></html>";
-    let site = site(&origin, template, "", "");
-    let proxy = start_proxy(&site.config).await;
-    let (_, _, raw) = page(&proxy, "/").await;
-    let raw = untoken(&raw);
+    let Some((raw, got)) = composed_in_chromium(&fragments, template).await else {
+        return;
+    };
     assert!(!raw.contains("<template id=\"weir-async-0\">"), "{raw}");
-    let got = dom(&chromium, proxy.url("/")).await;
     assert!(!got.contains("data-pwn"), "the review ran as script: {got}");
     assert!(
         got.contains("id=\"more\"") && got.contains("id=\"sentinel\""),
@@ -937,11 +950,7 @@ async fn in_chromium_async_content_never_lands_in_a_script_after_a_table_closed_
 /// runs as script (it did: Chromium showed `<html data-pwn=…>`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_chromium_async_content_never_lands_inside_an_escaped_script() {
-    let Some(chromium) = chromium() else {
-        eprintln!("skipped: no Chromium at /usr/bin/chromium (apt-get install chromium)");
-        return;
-    };
-    let (_root, origin) = origin_with_fragments(&[
+    let fragments = [
         // Cut after its second line by `chunks=2&lines=1`: inside the script.
         (
             "legacy",
@@ -950,22 +959,19 @@ async fn in_chromium_async_content_never_lands_inside_an_escaped_script() {
              //--></script>\n",
         ),
         ("review", PWN_REVIEW),
-    ])
-    .await;
+    ];
     let template = "<!doctype html><html><head><title>t</title></head><body>\
                     <div id=b><fragment src=\"/fragment/review?delay_ms=300\" async><p>loading</p></fragment></div>\
                     <div id=a><fragment src=\"/fragment/legacy?chunks=2&amp;lines=1&amp;chunk_delay_ms=800\"></fragment></div>\
                     <p id=sentinel>S</p></body></html>";
-    let site = site(&origin, template, "", "");
-    let proxy = start_proxy(&site.config).await;
-    let (_, _, raw) = page(&proxy, "/").await;
-    let raw = untoken(&raw);
+    let Some((raw, got)) = composed_in_chromium(&fragments, template).await else {
+        return;
+    };
     let end = raw.find("//--></script>").expect("the script's end");
     let moved = raw
         .find("<template id=\"weir-async-0\">")
         .expect("template");
     assert!(end < moved, "{raw}");
-    let got = dom(&chromium, proxy.url("/")).await;
     assert!(!got.contains("data-pwn"), "the review ran as script: {got}");
     assert!(
         got.contains("Great kayak") && !got.contains("loading"),

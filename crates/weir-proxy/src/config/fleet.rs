@@ -111,23 +111,33 @@ fn expand_env(text: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// An `ip:port` peer address, with a message naming `key` when it is not one.
+/// An `ip:port` a peer can reach (not `0.0.0.0`, `[::]` or port 0), with
+/// a message naming `key` when it is not one.
 fn peer_addr(
     value: &Spanned<String>,
     text: &str,
     key: String,
     errors: &Errors<'_>,
 ) -> Result<SocketAddr, ConfigError> {
+    let Ok(addr) = text.parse::<SocketAddr>() else {
+        return Err(errors.at(
+            value.span(),
+            key,
+            format!("{text:?} is not an ip:port address (e.g. \"10.0.0.7:8080\")"),
+        ));
+    };
+    if addr.ip().is_unspecified() || addr.port() == 0 {
+        return Err(errors.at(
+            value.span(),
+            key,
+            format!(
+                "{addr} cannot be reached by peers: give a replica's own address and port \
+                 (for IPv6, \"[${{POD_IP}}]:8080\")"
+            ),
+        ));
+    }
     // IPv4-mapped IPv6 is the IPv4 address: one peer, one ring member.
-    text.parse::<SocketAddr>()
-        .map(|a| SocketAddr::new(a.ip().to_canonical(), a.port()))
-        .map_err(|_| {
-            errors.at(
-                value.span(),
-                key,
-                format!("{text:?} is not an ip:port address (e.g. \"10.0.0.7:8080\")"),
-            )
-        })
+    Ok(SocketAddr::new(addr.ip().to_canonical(), addr.port()))
 }
 
 /// `[fleet]`, checked: `self` an address (after `${VAR}`), one way to find
@@ -151,16 +161,22 @@ pub(super) fn fleet(
         errors.at(raw.self_address.span(), "fleet.self", why)
     })?;
     let self_addr = peer_addr(&raw.self_address, &expanded, "fleet.self".into(), errors)?;
-    if self_addr.ip().is_unspecified() || self_addr.port() == 0 {
-        return Err(errors.at(
-            raw.self_address.span(),
-            "fleet.self",
-            format!(
-                "{self_addr} cannot be reached by peers: give this replica's own address and \
-                 port (for IPv6, \"[${{POD_IP}}]:8080\")"
-            ),
-        ));
-    }
+    let discovery = discovery(raw, self_addr, errors)?;
+    let secret = secret(raw, base_dir, errors)?;
+    Ok(Some(FleetSettings {
+        self_addr,
+        discovery,
+        secret,
+        peer_timeout: raw.peer_timeout,
+    }))
+}
+
+/// `peers` (which must list `self`) or `peers_dns`, checked.
+fn discovery(
+    raw: &RawFleet,
+    self_addr: SocketAddr,
+    errors: &Errors<'_>,
+) -> Result<FleetDiscovery, ConfigError> {
     let discovery = match (&raw.peers_dns, raw.peers.is_empty()) {
         (Some(dns), true) => {
             let name = dns.get_ref();
@@ -204,15 +220,6 @@ pub(super) fn fleet(
             let mut peers = Vec::with_capacity(raw.peers.len());
             for (i, p) in raw.peers.iter().enumerate() {
                 let addr = peer_addr(p, p.get_ref(), format!("fleet.peers[{i}]"), errors)?;
-                if addr.ip().is_unspecified() || addr.port() == 0 {
-                    return Err(errors.at(
-                        p.span(),
-                        format!("fleet.peers[{i}]"),
-                        format!(
-                            "{addr} cannot be reached: list each replica's own address and port"
-                        ),
-                    ));
-                }
                 if peers.contains(&addr) {
                     return Err(errors.at(
                         p.span(),
@@ -234,6 +241,12 @@ pub(super) fn fleet(
             FleetDiscovery::Static(peers)
         }
     };
+    Ok(discovery)
+}
+
+/// `secret`, or `secret_file` read now relative to `base_dir`: at least
+/// [`MIN_SECRET_BYTES`] visible ASCII characters.
+fn secret(raw: &RawFleet, base_dir: &Path, errors: &Errors<'_>) -> Result<String, ConfigError> {
     let secret = match (&raw.secret, &raw.secret_file) {
         (Some(s), None) => (s.get_ref().clone(), s.span(), "fleet.secret"),
         (None, Some(f)) => {
@@ -278,12 +291,7 @@ pub(super) fn fleet(
             ),
         ));
     }
-    Ok(Some(FleetSettings {
-        self_addr,
-        discovery,
-        secret,
-        peer_timeout: raw.peer_timeout,
-    }))
+    Ok(secret)
 }
 
 #[cfg(test)]

@@ -25,11 +25,9 @@ use http::uri::{Authority, Scheme};
 use http::{Method, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
-use weir_stream::body::HttpBodySource;
 
 use super::context::{Exchange, PeekAsk};
 use super::local::Local;
-use crate::body::idle::IdleTimeout;
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::fleet::Owner;
 use crate::headers;
@@ -295,21 +293,10 @@ impl Exchange<'_> {
             self.record.reason = Some(format!("fleet peer sent {what}"));
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
         }
-        let status = parts.status;
-        let empty = self.head_only
-            || status.is_informational()
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED
-            || http_body::Body::is_end_stream(&body);
-        let source = if empty {
-            drop(body);
-            ResponseSource::empty()
-        } else {
-            ResponseSource::Upstream(IdleTimeout::new(
-                HttpBodySource::new(body),
-                self.proxy.settings.body_idle_timeout,
-            ))
-        };
+        let empty = self.bodiless(parts.status, &body);
+        let source = self
+            .upstream_source(body, empty)
+            .map_or_else(ResponseSource::empty, ResponseSource::Upstream);
         self.transforms = None;
         self.cache = None;
         self.ssr = None;

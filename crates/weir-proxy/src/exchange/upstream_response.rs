@@ -13,7 +13,7 @@ use crate::balance::AttemptResult;
 use crate::body::idle::IdleTimeout;
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::headers;
-use crate::upstream::PooledBody;
+use crate::upstream::{PooledBody, UpstreamBody};
 
 impl Exchange<'_> {
     /// The upstream's response, downstream: its head filtered, its body
@@ -34,11 +34,7 @@ impl Exchange<'_> {
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
         }
         self.record.status = status.as_u16();
-        let empty = self.head_only
-            || status.is_informational()
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED
-            || http_body::Body::is_end_stream(&body);
+        let empty = self.bodiless(status, &body);
         if !empty && let Err(e) = body.read_ahead().await {
             // Nothing of the response left yet: the client can still get a
             // 502 rather than a head with no body (or an empty reply).
@@ -65,16 +61,7 @@ impl Exchange<'_> {
                 body.stop_upload_at_end(stop);
             }
         }
-        let source = if empty {
-            // Dropping an ended (or bodiless) upstream body keeps its connection poolable.
-            drop(body);
-            None
-        } else {
-            Some(IdleTimeout::new(
-                HttpBodySource::new(body),
-                self.proxy.settings.body_idle_timeout,
-            ))
-        };
+        let source = self.upstream_source(body, empty);
         let (source, no_body) = match &mut self.cache {
             Some(cache) if !self.head_only => cache.fill(&mut parts, source),
             _ => (
@@ -104,6 +91,31 @@ impl Exchange<'_> {
 }
 
 impl Exchange<'_> {
+    /// Whether an upstream answer of `status` with `body` has no body for
+    /// the client: a `HEAD`, a `1xx`, `204` or `304` (RFC 9110 §6.4.1), or
+    /// a body that already ended.
+    pub(crate) fn bodiless(&self, status: StatusCode, body: &PooledBody) -> bool {
+        self.head_only
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED
+            || http_body::Body::is_end_stream(body)
+    }
+
+    /// The upstream's body as the response's source, under the idle
+    /// timeout; `None` when `empty`. Dropping an ended (or bodiless)
+    /// upstream body keeps its connection poolable.
+    pub(crate) fn upstream_source(&self, body: PooledBody, empty: bool) -> Option<UpstreamBody> {
+        if empty {
+            drop(body);
+            return None;
+        }
+        Some(IdleTimeout::new(
+            HttpBodySource::new(body),
+            self.proxy.settings.body_idle_timeout,
+        ))
+    }
+
     /// Tells the server's failure streak how the response body ends: now,
     /// as an ok attempt, when `now` (no body, or a template the SSR
     /// composer reads, whose page's failures are the fragments' as much as
