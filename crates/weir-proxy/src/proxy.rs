@@ -140,6 +140,8 @@ pub struct Proxy {
     pub(crate) tunnels: Arc<crate::tunnel::Tunnels>,
     /// `[fleet]`: the peers cacheable requests are sharded among.
     pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// `[redis]`: the buckets of `scope = "redis"` rate limits.
+    pub(crate) redis: Option<Arc<crate::rate_limit::redis::RedisBuckets>>,
 }
 
 /// A downstream connection's peer, as every request on it sees it: worked
@@ -283,8 +285,16 @@ impl Proxy {
         if fleet.is_none() {
             metrics.fleet().set_members(0, 0);
         }
+        // The URL was checked to be one the client takes.
+        let redis = config.redis.as_ref().and_then(|settings| {
+            crate::rate_limit::redis::RedisBuckets::new(settings)
+                .map(Arc::new)
+                .inspect_err(|e| tracing::error!("[redis] url: {e}"))
+                .ok()
+        });
         Proxy {
             fleet,
+            redis,
             fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),
             routes: RouteTable::new(&config.routes),

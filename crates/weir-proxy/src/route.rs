@@ -81,11 +81,10 @@ impl RouteTable {
                         .limits
                         .max_concurrent_requests
                         .map(|n| Arc::new(tokio::sync::Semaphore::new(n))),
-                    rate_limit: s
-                        .limits
-                        .rate_limit
-                        .as_ref()
-                        .map(|r| Arc::new(crate::rate_limit::RouteRateLimit::new(r))),
+                    rate_limit: s.limits.rate_limit.as_ref().map(|r| {
+                        let label = format!("{}{}", s.host.as_deref().unwrap_or(""), s.path_prefix);
+                        Arc::new(crate::rate_limit::RouteRateLimit::new(r, label))
+                    }),
                 })
                 .collect(),
         }

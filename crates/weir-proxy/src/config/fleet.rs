@@ -111,6 +111,23 @@ fn expand_env(text: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// `value` with each `${NAME}` replaced (see [`expand_env`]), or an
+/// error at its span about `key` naming the variable that is not set.
+pub(super) fn expand_env_at(
+    value: &Spanned<String>,
+    key: &str,
+    errors: &Errors<'_>,
+) -> Result<String, ConfigError> {
+    expand_env(value.get_ref()).map_err(|name| {
+        let why = if name == "{" {
+            "has a `${` without its `}`".to_owned()
+        } else {
+            format!("names the environment variable {name}, which is not set")
+        };
+        errors.at(value.span(), key, why)
+    })
+}
+
 /// An `ip:port` a peer can reach (not `0.0.0.0`, `[::]` or port 0), with
 /// a message naming `key` when it is not one.
 fn peer_addr(
@@ -152,14 +169,7 @@ pub(super) fn fleet(
     let Some(raw) = raw else {
         return Ok(None);
     };
-    let expanded = expand_env(raw.self_address.get_ref()).map_err(|name| {
-        let why = if name == "{" {
-            "has a `${` without its `}`".to_owned()
-        } else {
-            format!("names the environment variable {name}, which is not set")
-        };
-        errors.at(raw.self_address.span(), "fleet.self", why)
-    })?;
+    let expanded = expand_env_at(&raw.self_address, "fleet.self", errors)?;
     let self_addr = peer_addr(&raw.self_address, &expanded, "fleet.self".into(), errors)?;
     let discovery = discovery(raw, self_addr, errors)?;
     let secret = secret(raw, base_dir, errors)?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::error::{ConfigError, Errors};
-use super::types::{RateLimitSpec, RequestLimits, RouteLimits};
+use super::types::{RateLimitScope, RateLimitSpec, RequestLimits, RouteLimits};
 
 /// The `[server]` limit keys as written.
 #[derive(Debug)]
@@ -83,17 +83,27 @@ pub(super) fn request_limits(
     })
 }
 
+/// Which shared stores of rate-limit buckets the config has.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SharedStores {
+    /// `[fleet]`: for `scope = "fleet"`.
+    pub fleet: bool,
+    /// `[redis]`: for `scope = "redis"`.
+    pub redis: bool,
+}
+
 /// Route `i`'s limits, checked.
 pub(super) fn route_limits(
     i: usize,
     max_request_body_bytes: Option<&Spanned<u64>>,
     max_concurrent_requests: Option<&Spanned<u64>>,
     rate_limit: Option<&Spanned<super::raw::RawRateLimit>>,
+    stores: SharedStores,
     errors: &Errors<'_>,
 ) -> Result<RouteLimits, ConfigError> {
     Ok(RouteLimits {
         rate_limit: rate_limit
-            .map(|r| route_rate_limit(i, r.get_ref(), errors))
+            .map(|r| route_rate_limit(i, r.get_ref(), stores, errors))
             .transpose()?,
         max_body_bytes: max_request_body_bytes
             .map(|v| {
@@ -123,6 +133,7 @@ pub(super) fn route_limits(
 fn route_rate_limit(
     i: usize,
     r: &super::raw::RawRateLimit,
+    stores: SharedStores,
     errors: &Errors<'_>,
 ) -> Result<RateLimitSpec, ConfigError> {
     let key = |k: &str| format!("route[{i}].rate_limit.{k}");
@@ -142,10 +153,41 @@ fn route_rate_limit(
         Some(k) => super::upstream::hash_key(k.get_ref())
             .map_err(|why| errors.at(k.span(), key("key"), why))?,
     };
+    let scope = match &r.scope {
+        None => RateLimitScope::Replica,
+        Some(s) => {
+            let (scope, has_store, store) = match s.get_ref().as_str() {
+                "replica" => (RateLimitScope::Replica, true, ""),
+                "fleet" => (RateLimitScope::Fleet, stores.fleet, "[fleet]"),
+                "redis" => (RateLimitScope::Redis, stores.redis, "[redis]"),
+                other => {
+                    return Err(errors.at(
+                        s.span(),
+                        key("scope"),
+                        format!(
+                            "unknown scope {other:?}: expected \"replica\", \"fleet\" or \"redis\""
+                        ),
+                    ));
+                }
+            };
+            if !has_store {
+                return Err(errors.at(
+                    s.span(),
+                    key("scope"),
+                    format!(
+                        "scope {:?} keeps its buckets in {store}, which this config does not have",
+                        s.get_ref()
+                    ),
+                ));
+            }
+            scope
+        }
+    };
     Ok(RateLimitSpec {
         requests_per_second: u32::try_from(per_second).unwrap_or(u32::MAX),
         burst: u32::try_from(burst).unwrap_or(u32::MAX),
         key: hash_key,
+        scope,
     })
 }
 
@@ -208,5 +250,33 @@ mod tests {
         assert_eq!((r.requests_per_second, r.burst), (5, 5));
         let e = parse("max_request_head_bytes = -1", "").expect_err("negative");
         assert!(e.contains("max_request_head_bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_shared_scope_needs_its_store() {
+        let limit = |scope: &str| {
+            format!("[route.rate_limit]\nrequests_per_second = 5\nscope = \"{scope}\"")
+        };
+        let c = parse("", &limit("replica")).expect("valid");
+        let r = c.routes[0].limits.rate_limit.as_ref().expect("a limit");
+        assert_eq!(r.scope, crate::config::RateLimitScope::Replica);
+        for (scope, store) in [("fleet", "[fleet]"), ("redis", "[redis]")] {
+            let e = parse("", &limit(scope)).expect_err(scope);
+            assert!(
+                e.contains("route[0].rate_limit.scope")
+                    && e.contains("t.toml:10:")
+                    && e.contains(store),
+                "{e}"
+            );
+        }
+        let e = parse("", &limit("cluster")).expect_err("unknown");
+        assert!(e.contains("unknown scope \"cluster\""), "{e}");
+        let redis = format!(
+            "{}\n[redis]\nurl = \"redis://127.0.0.1:6379\"",
+            limit("redis")
+        );
+        let c = parse("", &redis).expect("valid with [redis]");
+        let r = c.routes[0].limits.rate_limit.as_ref().expect("a limit");
+        assert_eq!(r.scope, crate::config::RateLimitScope::Redis);
     }
 }

@@ -12,6 +12,7 @@ mod file;
 mod fleet;
 mod limits;
 mod raw;
+mod redis;
 mod side;
 mod ssr;
 #[cfg(test)]
@@ -32,6 +33,7 @@ pub use duration::format as format_duration;
 pub use error::{ConfigError, MAX_CONFIG_BYTES};
 use file::read_limited;
 pub use fleet::{FleetDiscovery, FleetSettings, MIN_SECRET_BYTES};
+pub use redis::RedisSettings;
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;

@@ -31,6 +31,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub cache: RawCache,
     pub fleet: Option<super::fleet::RawFleet>,
+    pub redis: Option<Spanned<super::redis::RawRedis>>,
 }
 
 /// `[admin]`: the metrics and health listener.
@@ -345,6 +346,7 @@ pub(super) struct RawRateLimit {
     pub requests_per_second: Spanned<u64>,
     pub burst: Option<Spanned<u64>>,
     pub key: Option<Spanned<String>>,
+    pub scope: Option<Spanned<String>>,
 }
 
 /// `[route.mirror]`: a shadow upstream that gets a copy of each request.

@@ -33,6 +33,9 @@ pub struct Config {
     /// `[fleet]`: this replica's peers, among which cacheable requests are
     /// sharded by key (`None`: no fleet, every replica caches for itself).
     pub fleet: Option<super::fleet::FleetSettings>,
+    /// `[redis]`: the server that holds the buckets of rate limits with
+    /// `scope = "redis"`.
+    pub redis: Option<super::redis::RedisSettings>,
 }
 
 /// A `[[listener]]`: an address, and TLS if the listener terminates it.
@@ -583,6 +586,21 @@ pub struct RateLimitSpec {
     /// What a bucket belongs to (`key`, default `"client_addr"`; also
     /// `"header:<name>"`, `"cookie:<name>"`).
     pub key: HashKey,
+    /// Where the buckets live (`scope`, default `"replica"`).
+    pub scope: RateLimitScope,
+}
+
+/// Where a rate limit's buckets live (`[route.rate_limit] scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RateLimitScope {
+    /// `"replica"`: in this process; N replicas admit N times the rate.
+    #[default]
+    Replica,
+    /// `"fleet"`: each key's bucket lives on the key's owner on the
+    /// `[fleet]` ring, which every other replica asks (needs `[fleet]`).
+    Fleet,
+    /// `"redis"`: each key's bucket is a Redis key (needs `[redis]`).
+    Redis,
 }
 
 /// A route's own limits (`[[route]]`).

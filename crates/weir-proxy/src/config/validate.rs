@@ -217,6 +217,13 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             "no [[route]] declared: Weir would answer every request with 404",
         ));
     }
+    // Before the routes: a rate limit's scope needs its store.
+    let fleet = super::fleet::fleet(raw.fleet.as_ref(), base_dir, &errors)?;
+    let redis = super::redis::redis(raw.redis.as_ref(), &errors)?;
+    let stores = super::limits::SharedStores {
+        fleet: fleet.is_some(),
+        redis: redis.is_some(),
+    };
     let mut routes = Vec::with_capacity(raw.routes.len());
     let mut seen = HashSet::new();
     for (i, route) in raw.routes.iter().enumerate() {
@@ -284,6 +291,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
             r.max_request_body_bytes.as_ref(),
             r.max_concurrent_requests.as_ref(),
             r.rate_limit.as_ref(),
+            stores,
             &errors,
         )?;
         limits.max_body_bytes = limits.max_body_bytes.or(server.limits.max_body_bytes);
@@ -305,7 +313,6 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
 
     let admin = admin(&raw.admin, &listeners, &errors)?;
     let cache = cache_settings(&raw.cache, &errors)?;
-    let fleet = super::fleet::fleet(raw.fleet.as_ref(), base_dir, &errors)?;
 
     Ok(Config {
         source: label.to_owned(),
@@ -317,6 +324,7 @@ pub(super) fn parse(text: &str, label: &str, base_dir: &Path) -> Result<Config, 
         routes,
         admin,
         fleet,
+        redis,
     })
 }
 

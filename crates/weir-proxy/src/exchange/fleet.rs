@@ -78,6 +78,7 @@ impl Exchange<'_> {
     ) -> Option<Response<PooledBody>> {
         let forward = self.peer_request(req, &owner.to_string(), epoch)?;
         let resp = self
+            .proxy
             .send_to_peer(
                 owner,
                 forward,
@@ -140,6 +141,7 @@ impl Exchange<'_> {
     pub(crate) async fn peek_at(&mut self, ask: PeekAsk) -> Option<Box<Response<PooledBody>>> {
         let PeekAsk { previous, request } = ask;
         let mut resp = self
+            .proxy
             .send_to_peer(
                 previous,
                 request,
@@ -160,61 +162,6 @@ impl Exchange<'_> {
         self.proxy.fleet.as_ref()?.count(FleetResult::Handoff);
         self.record.server = Some(format!("peer {previous} (handoff)").into());
         Some(Box::new(resp))
-    }
-
-    /// Sends `req` to the peer at `addr` within `peer_timeout`; a failure
-    /// is logged as `doing` failed, counted, and puts the peer in back-off.
-    async fn send_to_peer(
-        &self,
-        addr: SocketAddr,
-        req: Request<crate::body::request::RequestBody>,
-        doing: &str,
-    ) -> Option<Response<PooledBody>> {
-        let fleet = self.proxy.fleet.as_ref()?;
-        let authority: Authority = addr.to_string().parse().ok()?;
-        let client = &self.proxy.client;
-        let sent = match client.pool(&Scheme::HTTP, &authority, None) {
-            Ok(pool) => client
-                .send_on(&pool, req, false, Some(fleet.peer_timeout()))
-                .await
-                .map_err(|f| {
-                    let timed_out = matches!(
-                        f.error,
-                        crate::upstream::UpstreamError::ResponseHeaderTimeout { .. }
-                    );
-                    (f.error.to_string(), timed_out)
-                }),
-            Err(e) => Err((e.to_string(), false)),
-        };
-        let sent = sent.and_then(|resp| {
-            let refused = resp.status() == StatusCode::FORBIDDEN
-                && resp.headers().contains_key(crate::fleet::REFUSED);
-            if refused {
-                Err((
-                    "it refused this replica's peer token: the replicas' [fleet] secrets differ"
-                        .to_owned(),
-                    false,
-                ))
-            } else {
-                Ok(resp)
-            }
-        });
-        match sent {
-            Ok(resp) => {
-                fleet.peer_answered(addr);
-                Some(resp)
-            }
-            Err((why, timed_out)) => {
-                fleet.peer_failed(addr, timed_out);
-                tracing::warn!(
-                    target: "weir::fleet",
-                    peer = %addr,
-                    "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
-                    crate::fleet::PEER_BACKOFF.as_secs()
-                );
-                None
-            }
-        }
     }
 
     /// A peer's peek: this replica's fresh cached entry as stored (no
@@ -301,6 +248,63 @@ impl Exchange<'_> {
         self.cache = None;
         self.ssr = None;
         self.respond(parts, source, empty)
+    }
+}
+
+impl Proxy {
+    /// Sends `req` to the peer at `addr` within `peer_timeout`; a failure
+    /// is logged as `doing` failed, counted, and puts the peer in back-off.
+    pub(super) async fn send_to_peer(
+        &self,
+        addr: SocketAddr,
+        req: Request<crate::body::request::RequestBody>,
+        doing: &str,
+    ) -> Option<Response<PooledBody>> {
+        let fleet = self.fleet.as_ref()?;
+        let authority: Authority = addr.to_string().parse().ok()?;
+        let client = &self.client;
+        let sent = match client.pool(&Scheme::HTTP, &authority, None) {
+            Ok(pool) => client
+                .send_on(&pool, req, false, Some(fleet.peer_timeout()))
+                .await
+                .map_err(|f| {
+                    let timed_out = matches!(
+                        f.error,
+                        crate::upstream::UpstreamError::ResponseHeaderTimeout { .. }
+                    );
+                    (f.error.to_string(), timed_out)
+                }),
+            Err(e) => Err((e.to_string(), false)),
+        };
+        let sent = sent.and_then(|resp| {
+            let refused = resp.status() == StatusCode::FORBIDDEN
+                && resp.headers().contains_key(crate::fleet::REFUSED);
+            if refused {
+                Err((
+                    "it refused this replica's peer token: the replicas' [fleet] secrets differ"
+                        .to_owned(),
+                    false,
+                ))
+            } else {
+                Ok(resp)
+            }
+        });
+        match sent {
+            Ok(resp) => {
+                fleet.peer_answered(addr);
+                Some(resp)
+            }
+            Err((why, timed_out)) => {
+                fleet.peer_failed(addr, timed_out);
+                tracing::warn!(
+                    target: "weir::fleet",
+                    peer = %addr,
+                    "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
+                    crate::fleet::PEER_BACKOFF.as_secs()
+                );
+                None
+            }
+        }
     }
 }
 

@@ -110,3 +110,27 @@ pub(crate) fn answer(
     }
     resp
 }
+
+/// The answer to a peer's ask for a rate-limit token
+/// (`crate::fleet::rate`), which gets no access log line: `204` for a
+/// token, `429` with `Retry-After` for an empty bucket, `400` for a
+/// malformed ask (`None`).
+pub(crate) fn rate_answer(token: Option<Result<(), u64>>) -> Response<ResponseBody> {
+    let (status, retry_after) = match token {
+        Some(Ok(())) => (StatusCode::NO_CONTENT, None),
+        Some(Err(seconds)) => (StatusCode::TOO_MANY_REQUESTS, Some(seconds)),
+        None => (StatusCode::BAD_REQUEST, None),
+    };
+    let mut resp = Response::new(SourceBody::new(pull(
+        ResponseSource::empty(),
+        BodyLog::off()
+            .then(ResponseChain::default())
+            .then(ResponseLog::detached()),
+    )));
+    *resp.status_mut() = status;
+    if let Some(seconds) = retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    resp
+}

@@ -67,7 +67,7 @@ pub const TIMEOUTS_BEFORE_BACKOFF: u32 = 3;
 /// Removes the peer fields from a request on a replica without
 /// `[fleet]`; says [`Admitted::Client`].
 pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
-    for name in [PEER_TOKEN, RING_EPOCH, PEEK] {
+    for name in [PEER_TOKEN, RING_EPOCH, PEEK, RATE_ASK] {
         headers.remove(name);
     }
     Admitted::Client
@@ -76,6 +76,11 @@ pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
 /// The field of a peek: a peer asking for this replica's cached entry only.
 /// On a miss the answer is a `404` with this field set to `miss`.
 pub const PEEK: HeaderName = HeaderName::from_static("x-weir-fleet-peek");
+
+/// The field of a peer's ask for a rate-limit token (see `fleet/rate.rs`):
+/// `<per_second> <burst> <id>`, the id in hex (see
+/// `crate::rate_limit::RouteRateLimit::shared_id`).
+pub const RATE_ASK: HeaderName = HeaderName::from_static("x-weir-fleet-rate");
 
 /// How long after the members change a new owner peeks at a key's previous
 /// owner before fetching it.
@@ -90,6 +95,9 @@ pub(crate) enum Admitted {
     Peer,
     /// A peer's peek: answered from this replica's cache alone.
     Peek,
+    /// A peer asking for a token of a rate-limit bucket this replica owns
+    /// ([`RATE_ASK`]): answered before routing, without a log line.
+    RateAsk,
     /// A peer token that is not this replica's secret: refused with a
     /// `403` that says so ([`REFUSED`]), so that a replica whose secret
     /// differs (a Secret rotated on some pods first) fails its forwards at
@@ -203,6 +211,9 @@ pub struct Fleet {
     /// When a wrong peer token was last logged (ms since `started`, plus 1;
     /// 0: never).
     bad_token_logged: AtomicU64,
+    /// The rate-limit buckets of the keys this replica owns (kept across
+    /// reloads).
+    buckets: Arc<crate::rate_limit::buckets::SharedBuckets>,
     metrics: Arc<Metrics>,
 }
 
@@ -266,6 +277,7 @@ impl Fleet {
             previous: arc_swap::ArcSwapOption::empty(),
             started: Instant::now(),
             bad_token_logged: AtomicU64::new(0),
+            buckets: before.map(|b| Arc::clone(&b.buckets)).unwrap_or_default(),
             metrics,
         });
         match before {
@@ -413,11 +425,13 @@ impl Fleet {
     /// Who serves the cache key `key`: its owner on the ring, or this
     /// replica when that is this replica or an owner in back-off.
     pub(crate) fn owner(&self, key: &str) -> Owner {
+        self.owner_of(hash(key.as_bytes()))
+    }
+
+    /// Who serves the key that hashes to `point` (see [`Fleet::owner`]).
+    fn owner_of(&self, point: u64) -> Owner {
         let members = self.members.load();
-        let Some(i) = members
-            .ring
-            .pick(hash(key.as_bytes()), members.addrs.len(), |_| true)
-        else {
+        let Some(i) = members.ring.pick(point, members.addrs.len(), |_| true) else {
             return Owner::Here;
         };
         let addr = members.addrs[i];
@@ -476,10 +490,17 @@ impl Fleet {
         let token = headers.remove(PEER_TOKEN);
         let epoch = headers.remove(RING_EPOCH);
         let peek = headers.remove(PEEK).is_some();
-        let Some(token) = token else {
+        let valid = token
+            .as_ref()
+            .map(|t| constant_time_eq(t.as_bytes(), self.token.as_bytes()));
+        if valid != Some(true) {
+            // Only a peer asks for a rate-limit token.
+            headers.remove(RATE_ASK);
+        }
+        let Some(valid) = valid else {
             return Admitted::Client;
         };
-        if !constant_time_eq(token.as_bytes(), self.token.as_bytes()) {
+        if !valid {
             self.metrics.fleet().count(FleetResult::BadToken);
             let now = self.now_ms().saturating_add(1);
             let last = self.bad_token_logged.load(Ordering::Relaxed);
@@ -501,6 +522,9 @@ impl Fleet {
         if peek {
             self.metrics.fleet().count(FleetResult::PeekServed);
             return Admitted::Peek;
+        }
+        if headers.contains_key(RATE_ASK) {
+            return Admitted::RateAsk;
         }
         let theirs = epoch.and_then(|v| {
             v.to_str()
@@ -533,5 +557,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+pub(crate) mod rate;
 #[cfg(test)]
 mod tests;

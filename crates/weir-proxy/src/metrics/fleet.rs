@@ -1,6 +1,8 @@
 //! The fleet families: `weir_fleet_members`, `weir_fleet_ring_epoch` and
-//! `weir_fleet_requests_total{result}`.
+//! `weir_fleet_requests_total{result}`; and the shared rate-limit stores'
+//! `weir_rate_limit_fallbacks_total{scope}`.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -31,11 +33,15 @@ pub enum FleetResult {
     /// A request with a peer token that is not this replica's secret,
     /// refused (`403`).
     BadToken,
+    /// A rate-limit token asked of the key's owner (`scope = "fleet"`).
+    RateAsked,
+    /// A peer's ask for a token of a bucket this replica owns, answered.
+    RateAnswered,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 8] = [
+    pub const ALL: [FleetResult; 10] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
@@ -44,6 +50,8 @@ impl FleetResult {
         FleetResult::Handoff,
         FleetResult::PeekServed,
         FleetResult::BadToken,
+        FleetResult::RateAsked,
+        FleetResult::RateAnswered,
     ];
 
     /// The label value.
@@ -57,6 +65,8 @@ impl FleetResult {
             FleetResult::Handoff => "handoff",
             FleetResult::PeekServed => "peek_served",
             FleetResult::BadToken => "bad_token",
+            FleetResult::RateAsked => "rate_asked",
+            FleetResult::RateAnswered => "rate_answered",
         }
     }
 }
@@ -67,6 +77,12 @@ pub struct FleetFamilies {
     members: Gauge,
     epoch: Gauge,
     requests: Family<ResultLabels, Counter>,
+    fallbacks: Family<ScopeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ScopeLabels {
+    scope: &'static str,
 }
 
 impl FleetFamilies {
@@ -94,10 +110,21 @@ impl FleetFamilies {
                 result: result.as_str(),
             }));
         }
+        let fallbacks = Family::<ScopeLabels, Counter>::default();
+        r.register(
+            "rate_limit_fallbacks",
+            "Rate-limit checks made on this replica's own bucket because the shared store \
+             (the key's fleet owner, or Redis) did not answer",
+            fallbacks.clone(),
+        );
+        for scope in ["fleet", "redis"] {
+            drop(fallbacks.get_or_create(&ScopeLabels { scope }));
+        }
         FleetFamilies {
             members,
             epoch,
             requests,
+            fallbacks,
         }
     }
 
@@ -106,6 +133,12 @@ impl FleetFamilies {
         self.members.set(i64::try_from(count).unwrap_or(i64::MAX));
         self.epoch
             .set(i64::try_from(epoch >> 16).unwrap_or(i64::MAX));
+    }
+
+    /// Counts one check of a `scope` (`"fleet"`, `"redis"`) rate limit
+    /// made on the replica's own bucket.
+    pub fn count_fallback(&self, scope: &'static str) {
+        self.fallbacks.get_or_create(&ScopeLabels { scope }).inc();
     }
 
     /// Counts one outcome in `weir_fleet_requests_total`.
