@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
 use weir_proxy::config::{
-    AccessLogTarget, Balance, Config, ConfigError, HashKey, HostHeader, Protocol, UpstreamTarget,
-    format_duration,
+    AccessLogTarget, Balance, Config, ConfigError, HashKey, HostHeader, Protocol, RingHash,
+    UpstreamTarget, format_duration,
 };
 
 use crate::logging;
@@ -92,9 +92,17 @@ fn balance_name(b: &Balance) -> String {
     match b {
         Balance::RoundRobin => "round_robin".to_owned(),
         Balance::LeastOutstanding => "least_outstanding".to_owned(),
-        Balance::Hash(HashKey::Header(h)) => format!("hash(header:{h})"),
-        Balance::Hash(HashKey::Cookie(c)) => format!("hash(cookie:{c})"),
-        Balance::Hash(HashKey::ClientAddr) => "hash(client_addr)".to_owned(),
+        Balance::Hash(key, ring) => {
+            let key = match key {
+                HashKey::Header(h) => format!("header:{h}"),
+                HashKey::Cookie(c) => format!("cookie:{c}"),
+                HashKey::ClientAddr => "client_addr".to_owned(),
+            };
+            match ring {
+                RingHash::Weir => format!("hash({key})"),
+                RingHash::Ketama => format!("hash({key}, ketama)"),
+            }
+        }
     }
 }
 

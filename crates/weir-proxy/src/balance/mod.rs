@@ -97,9 +97,9 @@ impl UpstreamGroup {
             }
             Balance::RoundRobin => Policy::Weighted(Mutex::new(vec![0; servers.len()])),
             Balance::LeastOutstanding => Policy::LeastOutstanding,
-            Balance::Hash(key) => Policy::Hash(
+            Balance::Hash(key, kind) => Policy::Hash(
                 key.clone(),
-                Ring::new(servers.iter().map(|s| (&*s.authority, s.weight))),
+                Ring::of_kind(*kind, servers.iter().map(|s| (&*s.authority, s.weight))),
                 AtomicUsize::new(0),
             ),
         };
@@ -157,7 +157,7 @@ impl UpstreamGroup {
             Policy::RoundRobin(next) => round_robin(next, n, usable),
             Policy::Weighted(current) => self.weighted(current, usable),
             Policy::LeastOutstanding => self.least_outstanding(usable),
-            Policy::Hash(hash_key, ring, next) => match key_hash(hash_key, key) {
+            Policy::Hash(hash_key, ring, next) => match key_hash(hash_key, ring, key) {
                 Some(point) => ring.pick(point, n, usable),
                 None => round_robin(next, n, usable),
             },
@@ -329,18 +329,21 @@ fn round_robin(next: &AtomicUsize, n: usize, usable: impl Fn(usize) -> bool) -> 
 
 /// The ring point of this request's `key`, if it has one. An empty
 /// header or cookie value is no key: clients that send the field empty
-/// are balanced round robin rather than all sent to one server.
-fn key_hash(key: &HashKey, pick: &PickKey<'_>) -> Option<u64> {
-    let nonempty = |v: &[u8]| (!v.is_empty()).then(|| ring::hash(v));
+/// are balanced round robin rather than all sent to one server. The
+/// client's address is its octets on Weir's ring, and its text on a
+/// ketama ring (nginx's `$remote_addr`).
+fn key_hash(key: &HashKey, ring: &Ring, pick: &PickKey<'_>) -> Option<u64> {
+    let nonempty = |v: &[u8]| (!v.is_empty()).then(|| ring.key_point(v));
     match key {
         HashKey::Header(name) if name == http::header::HOST => {
             pick.host.and_then(|h| nonempty(h.as_bytes()))
         }
         HashKey::Header(name) => pick.headers.get(name).and_then(|v| nonempty(v.as_bytes())),
         HashKey::Cookie(name) => cookie(pick.headers, name).and_then(|v| nonempty(v.as_bytes())),
-        HashKey::ClientAddr => Some(match pick.client.to_canonical() {
-            std::net::IpAddr::V4(v4) => ring::hash(&v4.octets()),
-            std::net::IpAddr::V6(v6) => ring::hash(&v6.octets()),
+        HashKey::ClientAddr => Some(match (ring.kind(), pick.client.to_canonical()) {
+            (ring::RingHash::Ketama, ip) => ring.key_point(ip.to_string().as_bytes()),
+            (_, std::net::IpAddr::V4(v4)) => ring.key_point(&v4.octets()),
+            (_, std::net::IpAddr::V6(v6)) => ring.key_point(&v6.octets()),
         }),
     }
 }

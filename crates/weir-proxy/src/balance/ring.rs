@@ -1,4 +1,6 @@
-//! A consistent-hash ring: 1,024 points per unit of weight per server,
+//! A consistent-hash ring, in one of two kinds ([`RingHash`]).
+//!
+//! **Weir's own** (`"weir"`): 1,024 points per unit of weight per server,
 //! so that each server's share of keys is within a few percent of its
 //! weight's share (with k points a share varies by about 1/sqrt(k) of
 //! itself: 3% here, where 160 points would give 8%), adding a server takes
@@ -9,6 +11,20 @@
 //! (64 at the largest total, 4,096). Each server keeps the first of its
 //! points, so a server added to a large upstream still moves only about
 //! its share of keys plus that share of the others' dropped points.
+//!
+//! **Ketama as nginx builds it** (`"ketama"`, nginx's `hash … consistent`,
+//! `ngx_http_upstream_hash_module`): 160 points per unit of weight, each
+//! the CRC-32 of the server's host, a NUL, its port and the previous
+//! point's four bytes (little-endian; zero for the first); a key's point
+//! is the CRC-32 of the key, and its owner the first point at or after
+//! it. Given the same server names (`ip:port` as written) and keys, Weir
+//! and nginx pick the same server, so an nginx in front of a fleet can
+//! send each request straight to its owner.
+
+pub(crate) use crate::config::RingHash;
+
+/// Points per unit of weight on a ketama ring, as nginx makes them.
+const KETAMA_POINTS: u32 = 160;
 
 /// Points on the ring per unit of server weight, up to a total weight of
 /// `MAX_POINTS / POINTS_PER_WEIGHT` (256).
@@ -54,9 +70,62 @@ fn point(base: u64, v: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct Ring {
     points: Vec<(u64, u16)>,
+    kind: RingHash,
 }
 
 impl Ring {
+    /// A ring of `kind` over servers named `names` with `weights`.
+    pub fn of_kind<'a>(kind: RingHash, servers: impl IntoIterator<Item = (&'a str, u32)>) -> Ring {
+        match kind {
+            RingHash::Weir => Ring::new(servers),
+            RingHash::Ketama => Ring::ketama(servers),
+        }
+    }
+
+    /// A ketama ring as nginx builds it (see the module's text).
+    pub fn ketama<'a>(servers: impl IntoIterator<Item = (&'a str, u32)>) -> Ring {
+        let mut points = Vec::new();
+        for (index, (name, weight)) in servers.into_iter().enumerate() {
+            let index = u16::try_from(index).unwrap_or(u16::MAX);
+            // `host:port` splits at the last `:` when only digits follow.
+            let (host, port) = match name.rsplit_once(':') {
+                Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => (h, p),
+                _ => (name, ""),
+            };
+            let mut base = crc32fast::Hasher::new();
+            base.update(host.as_bytes());
+            base.update(&[0]);
+            base.update(port.as_bytes());
+            let mut previous = 0u32;
+            for _ in 0..weight.saturating_mul(KETAMA_POINTS) {
+                let mut h = base.clone();
+                h.update(&previous.to_le_bytes());
+                previous = h.finalize();
+                points.push((u64::from(previous), index));
+            }
+        }
+        points.sort_unstable();
+        // One server per point: nginx keeps one of equal points too.
+        points.dedup_by_key(|&mut (p, _)| p);
+        Ring {
+            points,
+            kind: RingHash::Ketama,
+        }
+    }
+
+    /// The point of key `bytes` on this ring.
+    pub fn key_point(&self, bytes: &[u8]) -> u64 {
+        match self.kind {
+            RingHash::Weir => hash(bytes),
+            RingHash::Ketama => u64::from(crc32fast::hash(bytes)),
+        }
+    }
+
+    /// Which hash this ring uses.
+    pub fn kind(&self) -> RingHash {
+        self.kind
+    }
+
     /// A ring over servers named `names` (their authorities) with `weights`.
     /// A server's points depend only on its own name, so adding or removing
     /// a server leaves every other server's points where they were.
@@ -72,7 +141,10 @@ impl Ring {
             }
         }
         points.sort_unstable();
-        Ring { points }
+        Ring {
+            points,
+            kind: RingHash::Weir,
+        }
     }
 
     /// The servers in ring order from `key`'s point: the owner first, then
@@ -156,6 +228,32 @@ mod tests {
             min.is_some_and(|&m| m >= 300) && max.is_some_and(|&m| m <= 500),
             "{min:?}..{max:?}"
         );
+    }
+
+    /// nginx's ring, from its definition; `crates/weir/tests/ketama_nginx.rs`
+    /// checks it against nginx itself.
+    #[test]
+    fn a_ketama_ring_has_160_points_per_weight_and_crc32_keys() {
+        let ring = Ring::ketama([("127.0.0.1:8080", 1), ("127.0.0.2:8080", 2)]);
+        assert_eq!(ring.points.len(), 480);
+        assert_eq!(ring.kind(), RingHash::Ketama);
+        // The first point of 127.0.0.1:8080 is crc32("127.0.0.1\08080" ++ [0; 4]).
+        let first = crc32fast::hash(b"127.0.0.1\x008080\0\0\0\0");
+        assert!(
+            ring.points
+                .iter()
+                .any(|&(p, s)| p == u64::from(first) && s == 0)
+        );
+        assert_eq!(ring.key_point(b"abc"), u64::from(crc32fast::hash(b"abc")));
+        // Weight 2 has twice the points, so about twice the keys.
+        let mut counts = [0u32; 2];
+        for k in 0..30_000u32 {
+            let point = ring.key_point(format!("/k/{k}").as_bytes());
+            if let Some(s) = ring.pick(point, 2, |_| true) {
+                counts[s] += 1;
+            }
+        }
+        assert!((8_000..12_000).contains(&counts[0]), "{counts:?}");
     }
 
     /// Adding a server to a large upstream (where points per weight shrink)

@@ -76,7 +76,7 @@ fn group(weights: &[u32], balance: Balance, outlier: OutlierSettings) -> Upstrea
 fn hashed(weights: &[u32], name: &http::HeaderName, outlier: OutlierSettings) -> UpstreamGroup {
     group(
         weights,
-        Balance::Hash(HashKey::Header(name.clone())),
+        Balance::Hash(HashKey::Header(name.clone()), crate::config::RingHash::Weir),
         outlier,
     )
 }

@@ -27,6 +27,14 @@ pub struct FleetSettings {
     /// How long a forwarded miss may wait for the owner's response head
     /// before this replica serves it itself (`peer_timeout`, default 1 s).
     pub peer_timeout: Duration,
+    /// The ring cache keys are placed on (`ring`, default `"ketama"`:
+    /// nginx's `hash ... consistent`, so an nginx in front can send each
+    /// request straight to its owner).
+    pub ring: super::ring::RingHash,
+    /// `hash_balance_factor`: bounded load, the most forwards one replica
+    /// keeps in flight to one member, in percent of the average per member
+    /// (101–1000; `None`, the default: no bound).
+    pub balance_factor: Option<u32>,
 }
 
 impl std::fmt::Debug for FleetSettings {
@@ -36,6 +44,8 @@ impl std::fmt::Debug for FleetSettings {
             .field("self_addr", &self.self_addr)
             .field("discovery", &self.discovery)
             .field("peer_timeout", &self.peer_timeout)
+            .field("ring", &self.ring)
+            .field("balance_factor", &self.balance_factor)
             .finish_non_exhaustive()
     }
 }
@@ -79,6 +89,8 @@ pub(super) struct RawFleet {
     pub secret_file: Option<Spanned<String>>,
     #[serde(default = "default_peer_timeout", with = "duration")]
     pub peer_timeout: Duration,
+    pub ring: Option<Spanned<String>>,
+    pub hash_balance_factor: Option<Spanned<u32>>,
 }
 
 fn default_dns_refresh() -> Duration {
@@ -173,11 +185,23 @@ pub(super) fn fleet(
     let self_addr = peer_addr(&raw.self_address, &expanded, "fleet.self".into(), errors)?;
     let discovery = discovery(raw, self_addr, errors)?;
     let secret = secret(raw, base_dir, errors)?;
+    let ring = match &raw.ring {
+        None => super::ring::RingHash::Ketama,
+        Some(r) => super::ring::RingHash::parse(r.get_ref())
+            .map_err(|m| errors.at(r.span(), "fleet.ring", m))?,
+    };
+    let balance_factor = raw
+        .hash_balance_factor
+        .as_ref()
+        .map(|f| errors.within(f, || "fleet.hash_balance_factor".to_owned(), (101, 1000)))
+        .transpose()?;
     Ok(Some(FleetSettings {
         self_addr,
         discovery,
         secret,
         peer_timeout: raw.peer_timeout,
+        ring,
+        balance_factor,
     }))
 }
 
@@ -329,7 +353,7 @@ mod tests {
 mod config_tests {
     use std::path::Path;
 
-    use crate::config::{Config, FleetDiscovery};
+    use crate::config::{Config, FleetDiscovery, RingHash};
 
     const BASE: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n\n[[route]]\nupstream = \"app\"\ncache = true\n\n";
     const SECRET: &str = "secret = \"0123456789abcdef\"\n";
@@ -352,6 +376,8 @@ mod config_tests {
         let f = c.fleet.expect("a fleet");
         assert_eq!(f.self_addr.to_string(), "10.0.0.2:8080");
         assert_eq!(f.peer_timeout.as_millis(), 250);
+        assert_eq!(f.ring, RingHash::Ketama, "nginx's ring by default");
+        assert_eq!(f.balance_factor, None, "no bound on load by default");
         assert!(matches!(&f.discovery, FleetDiscovery::Static(p) if p.len() == 2));
         assert!(
             !format!("{f:?}").contains("0123456789abcdef"),
@@ -359,9 +385,12 @@ mod config_tests {
         );
 
         let c = parse(&format!(
-            "self = \"10.0.0.2:8080\"\npeers_dns = \"weir-peers.ns.svc:8080\"\n{SECRET}"
+            "self = \"10.0.0.2:8080\"\npeers_dns = \"weir-peers.ns.svc:8080\"\n{SECRET}\
+             ring = \"weir\"\nhash_balance_factor = 125\n"
         ))
         .expect("valid");
+        let f = c.fleet.as_ref().expect("a fleet");
+        assert_eq!((f.ring, f.balance_factor), (RingHash::Weir, Some(125)));
         let f = c.fleet.expect("a fleet");
         assert_eq!(
             f.discovery,
@@ -385,7 +414,17 @@ mod config_tests {
 
     #[test]
     fn bad_fleets_name_the_line_and_key() {
-        let cases: [(&str, &str, &str); 8] = [
+        let cases: [(&str, &str, &str); 10] = [
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nring = \"maglev\"\n",
+                "fleet.ring",
+                "unknown ring \"maglev\"",
+            ),
+            (
+                "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nhash_balance_factor = 100\n",
+                "fleet.hash_balance_factor",
+                "expected 101 to 1000",
+            ),
             (
                 "self = \"10.0.0.9:8080\"\npeers = [\"10.0.0.1:8080\"]\n",
                 "fleet.self",

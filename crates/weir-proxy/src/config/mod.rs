@@ -13,6 +13,7 @@ mod fleet;
 mod limits;
 mod raw;
 mod redis;
+mod ring;
 mod side;
 mod ssr;
 #[cfg(test)]
@@ -34,6 +35,7 @@ pub use error::{ConfigError, MAX_CONFIG_BYTES};
 use file::read_limited;
 pub use fleet::{FleetDiscovery, FleetSettings, MIN_SECRET_BYTES};
 pub use redis::RedisSettings;
+pub use ring::RingHash;
 pub use ssr::{DEFAULT_FORWARD_HEADERS, MAX_TEMPLATE_FILE_BYTES};
 pub use tls::{MAX_PEM_BYTES, TlsCertificate, TlsSettings};
 pub use types::*;

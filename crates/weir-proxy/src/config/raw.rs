@@ -161,6 +161,7 @@ pub(super) struct RawUpstream {
     pub test_endpoints: Option<Spanned<bool>>,
     pub balance: Option<Spanned<String>>,
     pub hash_key: Option<Spanned<String>>,
+    pub hash_ring: Option<Spanned<String>>,
     pub protocol: Option<Spanned<String>>,
     pub health: Option<Spanned<RawHealth>>,
     #[serde(default)]

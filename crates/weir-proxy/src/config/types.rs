@@ -239,8 +239,9 @@ pub enum Balance {
     /// `"hash"`: consistent hashing of `hash_key` on a ring with 1,024
     /// points per unit of weight (weights summing to at most 4,096), so
     /// that adding a server moves only its share of keys. A request without
-    /// the key is balanced round robin.
-    Hash(HashKey),
+    /// the key is balanced round robin. `hash_ring = "ketama"` makes it
+    /// nginx's ring instead (see [`super::RingHash`]).
+    Hash(HashKey, super::ring::RingHash),
 }
 
 /// `hash_key`: what a `balance = "hash"` upstream hashes.

@@ -11,6 +11,7 @@ use weir_http::host;
 
 use super::error::{ConfigError, Errors};
 use super::raw::{RawHealth, RawOutlier, RawRetry, RawServerEntry, RawUpstream};
+use super::ring::RingHash;
 use super::types::{
     Balance, EmbeddedOrigin, HashKey, HealthCheck, OutlierSettings, Protocol, RetrySettings,
     ServerSpec, Upstream, UpstreamTarget, UpstreamUrl,
@@ -114,7 +115,7 @@ pub(super) fn upstream(
         UpstreamTarget::Embedded(_) => upstream_tls(i, u.tls.as_ref(), false, base_dir, errors)?,
     };
     let balance = balance(i, u, errors)?;
-    if let (Balance::Hash(_), UpstreamTarget::Servers(servers)) = (&balance, &target) {
+    if let (Balance::Hash(..), UpstreamTarget::Servers(servers)) = (&balance, &target) {
         let total: u64 = servers.iter().map(|s| u64::from(s.weight)).sum();
         if total > MAX_HASH_WEIGHT {
             return Err(errors.at(
@@ -315,9 +316,15 @@ fn balance(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Balance, Co
                     "`balance = \"hash\"` needs `hash_key`: \"header:<name>\", \"cookie:<name>\" or \"client_addr\"",
                 ));
             };
+            let ring = match &u.hash_ring {
+                None => RingHash::Weir,
+                Some(r) => RingHash::parse(r.get_ref())
+                    .map_err(|m| errors.at(r.span(), format!("upstream[{i}].hash_ring"), m))?,
+            };
             Balance::Hash(
                 hash_key(k.get_ref())
                     .map_err(|m| errors.at(k.span(), format!("upstream[{i}].hash_key"), m))?,
+                ring,
             )
         }
         other => {
@@ -330,12 +337,14 @@ fn balance(i: usize, u: &RawUpstream, errors: &Errors<'_>) -> Result<Balance, Co
             ));
         }
     };
-    if let (Some(k), false) = (&u.hash_key, matches!(balance, Balance::Hash(_))) {
-        return Err(errors.at(
-            k.span(),
-            format!("upstream[{i}].hash_key"),
-            "`hash_key` applies only to `balance = \"hash\"`",
-        ));
+    for (field, name) in [(&u.hash_key, "hash_key"), (&u.hash_ring, "hash_ring")] {
+        if let (Some(k), false) = (field, matches!(balance, Balance::Hash(..))) {
+            return Err(errors.at(
+                k.span(),
+                format!("upstream[{i}].{name}"),
+                format!("`{name}` applies only to `balance = \"hash\"`"),
+            ));
+        }
     }
     Ok(balance)
 }

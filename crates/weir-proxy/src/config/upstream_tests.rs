@@ -28,7 +28,13 @@ fn servers_weights_and_policies() {
         (s[0].weight, s[1].weight, s[1].max_connections),
         (1, 3, Some(8))
     );
-    assert_eq!(u.balance, Balance::Hash(HashKey::Cookie("session".into())));
+    assert_eq!(
+        u.balance,
+        Balance::Hash(
+            HashKey::Cookie("session".into()),
+            crate::config::RingHash::Weir
+        )
+    );
     let h = u.health.as_ref().expect("health");
     assert_eq!(h.expect, vec![(200, 200), (204, 204), (300, 399)]);
     assert_eq!((h.rise, h.fall), (2, 3));
@@ -121,6 +127,16 @@ fn bad_groups_name_the_file_line_and_key() {
             "url = \"http://a:1\"\nhash_key = \"client_addr\"",
             4,
             "upstream[0].hash_key",
+        ),
+        (
+            "url = \"http://a:1\"\nhash_ring = \"ketama\"",
+            4,
+            "upstream[0].hash_ring",
+        ),
+        (
+            "url = \"http://a:1\"\nbalance = \"hash\"\nhash_key = \"client_addr\"\nhash_ring = \"jump\"",
+            6,
+            "upstream[0].hash_ring",
         ),
         (
             "url = \"http://a:1\"\n[upstream.health]\npath = \"healthz\"",

@@ -77,6 +77,8 @@ impl Exchange<'_> {
         epoch: u64,
     ) -> Option<Response<PooledBody>> {
         let forward = self.peer_request(req, &owner.to_string(), epoch)?;
+        // Counted for the bound on load until the owner's head arrives.
+        let _in_flight = self.proxy.fleet.as_ref()?.forwarding(owner);
         let resp = self
             .proxy
             .send_to_peer(

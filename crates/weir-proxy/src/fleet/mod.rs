@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::balance::ring::{Ring, hash};
+use crate::balance::ring::{Ring, RingHash, hash};
 use crate::config::{FleetDiscovery, FleetSettings};
 use crate::metrics::{FleetResult, Metrics};
 
@@ -146,6 +146,9 @@ struct Members {
     down_until: Vec<AtomicU64>,
     /// Per member, response-head timeouts in a row.
     timeouts: Vec<std::sync::atomic::AtomicU32>,
+    /// Per member, forwards from this replica waiting for its response
+    /// head (see `load.rs`).
+    in_flight: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Members {
@@ -179,14 +182,23 @@ impl Members {
         }
     }
 
-    fn new(mut addrs: Vec<SocketAddr>) -> Members {
+    fn new(mut addrs: Vec<SocketAddr>, kind: RingHash) -> Members {
         addrs.sort_unstable();
         addrs.dedup();
         let names: Vec<String> = addrs.iter().map(SocketAddr::to_string).collect();
-        let ring = Ring::new(names.iter().map(|n| (n.as_str(), 1)));
-        let epoch = hash(names.join(",").as_bytes());
+        let ring = Ring::of_kind(kind, names.iter().map(|n| (n.as_str(), 1)));
+        // Replicas on rings of two kinds disagree about owners.
+        let kind_tag = match kind {
+            RingHash::Weir => "",
+            RingHash::Ketama => ";ketama",
+        };
+        let epoch = hash(format!("{}{kind_tag}", names.join(",")).as_bytes());
         let down_until = addrs.iter().map(|_| AtomicU64::new(0)).collect();
         let timeouts = addrs
+            .iter()
+            .map(|_| std::sync::atomic::AtomicU32::new(0))
+            .collect();
+        let in_flight = addrs
             .iter()
             .map(|_| std::sync::atomic::AtomicU32::new(0))
             .collect();
@@ -196,6 +208,7 @@ impl Members {
             epoch,
             down_until,
             timeouts,
+            in_flight,
         }
     }
 }
@@ -205,6 +218,11 @@ pub struct Fleet {
     self_addr: SocketAddr,
     token: HeaderValue,
     peer_timeout: Duration,
+    /// The kind of ring the members go on.
+    ring: RingHash,
+    /// `hash_balance_factor`: the most forwards in flight to one member,
+    /// in percent of the average per member (`None`: no bound).
+    balance_factor: Option<u32>,
     members: ArcSwap<Members>,
     previous: arc_swap::ArcSwapOption<Previous>,
     started: Instant,
@@ -257,7 +275,7 @@ impl Fleet {
             (FleetDiscovery::Dns { .. }, Some(before)) => before.members(),
             (FleetDiscovery::Dns { .. }, None) => vec![settings.self_addr],
         };
-        let members = Members::new(initial);
+        let members = Members::new(initial, settings.ring);
         metrics
             .fleet()
             .set_members(members.addrs.len(), members.epoch);
@@ -273,6 +291,8 @@ impl Fleet {
             self_addr: settings.self_addr,
             token: HeaderValue::from_str(&settings.secret)?,
             peer_timeout: settings.peer_timeout,
+            ring: settings.ring,
+            balance_factor: settings.balance_factor,
             members: ArcSwap::from_pointee(members),
             previous: arc_swap::ArcSwapOption::empty(),
             started: Instant::now(),
@@ -312,7 +332,7 @@ impl Fleet {
             .filter(|&a| a != self.self_addr)
             .collect();
         if !others.is_empty() {
-            self.keep_previous(Arc::new(Members::new(others)));
+            self.keep_previous(Arc::new(Members::new(others, self.ring)));
         }
     }
 
@@ -376,7 +396,7 @@ impl Fleet {
         if !addrs.contains(&self.self_addr) {
             addrs.push(self.self_addr);
         }
-        let next = Members::new(addrs);
+        let next = Members::new(addrs, self.ring);
         if next.addrs == self.members.load().addrs {
             return;
         }
@@ -424,16 +444,35 @@ impl Fleet {
 
     /// Who serves the cache key `key`: its owner on the ring, or this
     /// replica when that is this replica or an owner in back-off.
+    /// Under `hash_balance_factor`, an owner with more forwards in flight
+    /// from here than the bound is passed over for the next member on the
+    /// ring that is under it (see `load.rs`).
     pub(crate) fn owner(&self, key: &str) -> Owner {
-        self.owner_of(hash(key.as_bytes()))
+        self.owner_of(key.as_bytes(), true)
     }
 
-    /// Who serves the key that hashes to `point` (see [`Fleet::owner`]).
-    fn owner_of(&self, point: u64) -> Owner {
+    /// Who serves the key `bytes` (see [`Fleet::owner`]); `bounded`: with
+    /// the bound on load, if there is one.
+    fn owner_of(&self, bytes: &[u8], bounded: bool) -> Owner {
         let members = self.members.load();
-        let Some(i) = members.ring.pick(point, members.addrs.len(), |_| true) else {
+        let point = members.ring.key_point(bytes);
+        let bound = self
+            .balance_factor
+            .filter(|_| bounded)
+            .map(|f| members.bound(f));
+        let usable = |i: usize| match bound {
+            None => true,
+            Some(bound) => {
+                members.addrs[i] == self.self_addr
+                    || members.in_flight[i].load(Ordering::Relaxed) < bound
+            }
+        };
+        let Some(i) = members.ring.pick(point, members.addrs.len(), usable) else {
             return Owner::Here;
         };
+        if bound.is_some() && members.ring.pick(point, members.addrs.len(), |_| true) != Some(i) {
+            self.count(FleetResult::Bounded);
+        }
         let addr = members.addrs[i];
         if addr == self.self_addr || members.down_until[i].load(Ordering::Relaxed) > self.now_ms() {
             return Owner::Here;
@@ -457,7 +496,9 @@ impl Fleet {
         let old = &previous.members;
         let i = old
             .ring
-            .pick(hash(key.as_bytes()), old.addrs.len(), |_| true)?;
+            .pick(old.ring.key_point(key.as_bytes()), old.addrs.len(), |_| {
+                true
+            })?;
         let addr = old.addrs[i];
         let down = old.down_until[i].load(Ordering::Relaxed) > now
             || self.members.load().is_down(addr, now);
@@ -557,6 +598,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+mod load;
 pub(crate) mod rate;
 #[cfg(test)]
 mod tests;

@@ -16,13 +16,12 @@
 use http::{HeaderMap, HeaderValue};
 
 use super::{Fleet, Owner, RATE_ASK};
-use crate::balance::ring::hash;
 use crate::rate_limit::Rate;
 
 impl Fleet {
     /// Who keeps the bucket `id`: this replica, or the peer to ask.
     pub(crate) fn rate_owner(&self, id: &[u8]) -> Owner {
-        self.owner_of(hash(id))
+        self.owner_of(id, false)
     }
 
     /// Takes a token from bucket `id` of `rate` among the buckets this

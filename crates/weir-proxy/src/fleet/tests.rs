@@ -4,11 +4,17 @@
 use super::*;
 
 fn fleet(self_addr: &str, peers: &[&str]) -> Arc<Fleet> {
+    bounded_fleet(self_addr, peers, None)
+}
+
+fn bounded_fleet(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -> Arc<Fleet> {
     let settings = FleetSettings {
         self_addr: self_addr.parse().expect("addr"),
         discovery: FleetDiscovery::Static(peers.iter().map(|p| p.parse().expect("addr")).collect()),
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        ring: RingHash::Ketama,
+        balance_factor,
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     Fleet::new(&settings, metrics).expect("fleet")
@@ -46,6 +52,75 @@ fn every_replica_agrees_on_every_owner_and_each_owns_about_a_third() {
     for n in owned {
         assert!((800..=1200).contains(&n), "shares {owned:?}");
     }
+}
+
+/// The bound on load: 125 % of the average forwards in flight per
+/// member. An owner at the bound is passed over for the next member on
+/// the ring; once its forwards end, it owns its keys again. A rate-limit
+/// bucket's owner is never passed over.
+#[test]
+fn an_owner_at_the_bound_is_passed_over_until_its_forwards_end() {
+    let f = bounded_fleet(PEERS[0], &PEERS, Some(125));
+    let key = (0..)
+        .map(|k| format!("GET http://example.com/hot/{k}"))
+        .find(|k| matches!(f.owner(k), Owner::Peer { .. }))
+        .expect("a key another member owns");
+    let Owner::Peer { addr: owner, .. } = f.owner(&key) else {
+        unreachable!("found above")
+    };
+    let mut held = Vec::new();
+    let mut passed_over_at = None;
+    for n in 1..=20 {
+        held.push(f.forwarding(owner).expect("a member"));
+        let now = f.owner(&key);
+        if now
+            != (Owner::Peer {
+                addr: owner,
+                epoch: f.epoch(),
+            })
+        {
+            passed_over_at = Some((n, now));
+            break;
+        }
+    }
+    // With n in flight, all to the owner, the bound for one more is
+    // ceil(1.25 (n + 1) / 3): 1 at n = 1, which the owner has reached.
+    let (n, next) = passed_over_at.expect("the owner is passed over");
+    assert_eq!(n, 1);
+    assert_ne!(
+        next,
+        Owner::Peer {
+            addr: owner,
+            epoch: f.epoch()
+        }
+    );
+    assert_eq!(
+        f.rate_owner(key.as_bytes()),
+        Owner::Peer {
+            addr: owner,
+            epoch: f.epoch()
+        }
+    );
+    drop(held);
+    assert_eq!(
+        f.owner(&key),
+        Owner::Peer {
+            addr: owner,
+            epoch: f.epoch()
+        }
+    );
+    // Without a bound, the owner keeps its keys however busy.
+    let unbounded = fleet(PEERS[0], &PEERS);
+    let _busy: Vec<_> = (0..20)
+        .filter_map(|_| unbounded.forwarding(owner))
+        .collect();
+    assert_eq!(
+        unbounded.owner(&key),
+        Owner::Peer {
+            addr: owner,
+            epoch: unbounded.epoch()
+        }
+    );
 }
 
 #[test]
@@ -128,6 +203,8 @@ async fn dns_discovery_follows_the_name_and_keeps_self() {
         },
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        ring: RingHash::Ketama,
+        balance_factor: None,
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     let f = Fleet::new(&settings, metrics).expect("fleet");
@@ -166,6 +243,8 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
         discovery: FleetDiscovery::Static(four.iter().map(|p| p.parse().expect("a")).collect()),
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        ring: RingHash::Ketama,
+        balance_factor: None,
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     let new = Fleet::after(&settings, metrics, Some(&old)).expect("fleet");

@@ -37,11 +37,14 @@ pub enum FleetResult {
     RateAsked,
     /// A peer's ask for a token of a bucket this replica owns, answered.
     RateAnswered,
+    /// A cacheable request sent past its owner, which had as many forwards
+    /// in flight from this replica as `hash_balance_factor` allows.
+    Bounded,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 10] = [
+    pub const ALL: [FleetResult; 11] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
@@ -52,6 +55,7 @@ impl FleetResult {
         FleetResult::BadToken,
         FleetResult::RateAsked,
         FleetResult::RateAnswered,
+        FleetResult::Bounded,
     ];
 
     /// The label value.
@@ -67,6 +71,7 @@ impl FleetResult {
             FleetResult::BadToken => "bad_token",
             FleetResult::RateAsked => "rate_asked",
             FleetResult::RateAnswered => "rate_answered",
+            FleetResult::Bounded => "bounded",
         }
     }
 }

@@ -256,6 +256,25 @@ pub struct Nginx {
 
 impl Nginx {
     pub fn start() -> Option<Nginx> {
+        Nginx::start_with(
+            r#"
+    server {
+        listen 127.0.0.1:{port};
+        root {fixtures};
+        location /gen/ { alias {gen}/; }
+        location = /headers {
+            default_type text/plain;
+            return 200 "xff=$http_x_forwarded_for\nxfp=$http_x_forwarded_proto\nxfh=$http_x_forwarded_host\nvia=$http_via\nhost=$http_host\nx-secret=$http_x_secret\nkeep-alive=$http_keep_alive\nte=$http_te\nproxy-connection=$http_proxy_connection\nupgrade=$http_upgrade\n";
+        }
+    }
+"#,
+        )
+    }
+
+    /// nginx with `servers` as the rest of its `http` block (`upstream`s
+    /// and `server`s), `{port}` in it replaced by the port it listens on,
+    /// `{fixtures}` and `{gen}` by those directories.
+    pub fn start_with(servers: &str) -> Option<Nginx> {
         let Some(bin) = ["/usr/sbin/nginx", "/usr/bin/nginx", "/usr/local/sbin/nginx"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -291,20 +310,14 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     types {{ text/html html; text/css css; image/png png; application/json json; application/octet-stream bin; }}
-    server {{
-        listen 127.0.0.1:{port};
-        root {fixtures};
-        location /gen/ {{ alias {gen}/; }}
-        location = /headers {{
-            default_type text/plain;
-            return 200 "xff=$http_x_forwarded_for\nxfp=$http_x_forwarded_proto\nxfh=$http_x_forwarded_host\nvia=$http_via\nhost=$http_host\nx-secret=$http_x_secret\nkeep-alive=$http_keep_alive\nte=$http_te\nproxy-connection=$http_proxy_connection\nupgrade=$http_upgrade\n";
-        }}
-    }}
+{servers}
 }}
 "#,
             dir = dir.path().display(),
-            fixtures = fixtures().display(),
-            gen = gen_dir.display(),
+            servers = servers
+                .replace("{port}", &port.to_string())
+                .replace("{fixtures}", &fixtures().display().to_string())
+                .replace("{gen}", &gen_dir.display().to_string()),
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).expect("write nginx.conf");
