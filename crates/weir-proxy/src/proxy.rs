@@ -140,6 +140,9 @@ pub struct Proxy {
     pub(crate) tunnels: Arc<crate::tunnel::Tunnels>,
     /// `[fleet]`: the peers cacheable requests are sharded among.
     pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// `[fleet] l1_bytes`: this replica's L1 of the answers it relays from
+    /// key owners (see [`Cache::l1`]).
+    pub(crate) l1: Option<Arc<Cache>>,
     /// `[redis]`: the buckets of `scope = "redis"` rate limits.
     pub(crate) redis: Option<Arc<crate::rate_limit::redis::RedisBuckets>>,
 }
@@ -292,8 +295,27 @@ impl Proxy {
                 .inspect_err(|e| tracing::error!("[redis] url: {e}"))
                 .ok()
         });
+        // Its own registry, unexported: an L1 hit is counted as the fleet's
+        // `l1_hit`, not as a hit of the shared cache.
+        let l1 = config
+            .fleet
+            .as_ref()
+            .filter(|f| f.l1_bytes > 0 && cache.is_some())
+            .map(|f| {
+                let settings = crate::config::CacheSettings {
+                    max_bytes: f.l1_bytes,
+                    max_object_bytes: config.cache.max_object_bytes.min(f.l1_bytes),
+                    ..config.cache.clone()
+                };
+                Cache::l1(
+                    &settings,
+                    f.l1_ttl,
+                    Arc::new(Metrics::new(Arc::default(), Vec::new())),
+                )
+            });
         Proxy {
             fleet,
+            l1,
             redis,
             fetchers,
             ssr_observer: Arc::new(crate::ssr::MetricsObserver(Arc::clone(&metrics))),

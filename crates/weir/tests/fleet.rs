@@ -326,6 +326,67 @@ async fn without_a_fleet_each_replica_fetches_each_key_itself() {
     assert_eq!(origin.total(), 3000);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_l1_answers_the_owners_keys_without_the_hop_until_l1_ttl() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas = start_fleet(
+        &origin,
+        &addrs,
+        "peer_timeout = \"10s\"\nl1_bytes = 1048576\nl1_ttl = \"1s\"",
+    );
+    let first = &replicas[0];
+    // 600 requests over 30 keys, all to the first replica.
+    load_to(vec![first.addr], 600, |i| format!("/k/l1-{}", i % 30)).await;
+    assert_eq!(origin.total(), 30, "each key fetched once");
+    let (owner, forwarded, l1) = (
+        first.fleet_count("owner").await,
+        first.fleet_count("forwarded").await,
+        first.fleet_count("l1_hit").await,
+    );
+    assert_eq!(
+        owner + forwarded + l1,
+        600,
+        "owner {owner}, forwarded {forwarded}, l1 {l1}"
+    );
+    // The others' keys (about 20) were forwarded about once each, then
+    // answered from the L1; their owners saw only those forwards.
+    assert!(
+        owner > 0 && l1 > 300,
+        "owner {owner}, forwarded {forwarded}, l1 {l1}"
+    );
+    assert!(forwarded < 60, "forwarded {forwarded}");
+    let mut served_for_peer = 0;
+    for r in &replicas[1..] {
+        served_for_peer += r.fleet_count("served_for_peer").await;
+    }
+    assert_eq!(served_for_peer, forwarded);
+
+    // Past l1_ttl each of the others' keys is asked of its owner once
+    // more (served from the owner's cache: no origin fetch).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    load_to(vec![first.addr], 60, |i| format!("/k/l1-{}", i % 30)).await;
+    let again = first.fleet_count("forwarded").await - forwarded;
+    let owned_again = first.fleet_count("owner").await - owner;
+    assert_eq!(origin.total(), 30);
+    // Two requests per key: the first asks the owner again, the second
+    // joins that fill or finds the entry refreshed.
+    let others_keys = (60 - owned_again) / 2;
+    eprintln!(
+        "l1: owner {owner}, forwarded {forwarded}, l1 hits {l1}; after l1_ttl {again} forwarded for {others_keys} keys"
+    );
+    assert!(
+        again >= others_keys && again <= 2 * others_keys,
+        "forwarded again {again} for {others_keys} keys of the others"
+    );
+    assert_eq!(
+        first.fleet_count("peer_error").await,
+        0,
+        "{}",
+        first.log_text()
+    );
+}
+
 /// A member that accepts connections and never answers (`stall`), or
 /// answers garbage.
 async fn bad_peer(addr: SocketAddr, stall: bool) -> tokio::task::JoinHandle<()> {

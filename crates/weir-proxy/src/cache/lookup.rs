@@ -78,7 +78,9 @@ impl Cache {
                 self.metrics.cache_request(CacheResult::Hit);
                 return Lookup::Serve(self.served(&entry, "HIT", now, &view));
             }
-            Found::Stale(entry) if while_revalidate(&entry, &view, now) => {
+            Found::Stale(entry)
+                if self.l1_ttl.is_none() && while_revalidate(&entry, &view, now) =>
+            {
                 self.metrics.cache_request(CacheResult::Stale);
                 let hit = self.served(&entry, "STALE", now, &view);
                 return match self.flights.lead_or_wait(&key) {

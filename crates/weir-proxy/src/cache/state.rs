@@ -28,6 +28,9 @@ pub struct Cache {
     pub(super) settings: CacheSettings,
     /// Where the cache counts what it does (the only counter).
     pub(super) metrics: Arc<Metrics>,
+    /// A fleet non-owner's L1 (see [`Cache::l1`]): the longest an entry
+    /// answers without asking the key's owner again.
+    pub(super) l1_ttl: Option<std::time::Duration>,
 }
 
 /// A response served by the cache instead of the upstream./// A response served by the cache instead of the upstream.
@@ -59,6 +62,28 @@ impl Cache {
             flights: Flights::default(),
             settings: settings.clone(),
             metrics,
+            l1_ttl: None,
+        })
+    }
+
+    /// A fleet non-owner's L1 of the owners' answers (`[fleet] l1_bytes`):
+    /// a cache whose upstream is the key's owner. An entry answers while
+    /// it is fresh, as the owner's `Age` says (so never longer than the
+    /// owner's copy), and for at most `ttl` after it was stored or
+    /// refreshed; then it is revalidated with the owner. It never serves
+    /// stale while revalidating in the background, which would go to the
+    /// origin behind the owner's back.
+    pub fn l1(
+        settings: &CacheSettings,
+        ttl: std::time::Duration,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Cache> {
+        Arc::new(Cache {
+            store: Store::new(settings.max_bytes),
+            flights: Flights::default(),
+            settings: settings.clone(),
+            metrics,
+            l1_ttl: Some(ttl),
         })
     }
 
@@ -67,7 +92,12 @@ impl Cache {
         let Some(entry) = self.store.find(key, view) else {
             return Found::Nothing;
         };
+        let held_too_long = self.l1_ttl.is_some_and(|ttl| {
+            now.duration_since(entry.stored_at)
+                .is_ok_and(|held| held > ttl)
+        });
         match entry.policy.before_request(view, now) {
+            BeforeRequest::Fresh(_) if held_too_long => Found::Stale(entry),
             BeforeRequest::Fresh(_) => Found::Fresh(entry),
             BeforeRequest::Stale { matches: true, .. } => Found::Stale(entry),
             BeforeRequest::Stale { matches: false, .. } => Found::Nothing,

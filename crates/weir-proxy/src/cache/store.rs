@@ -27,6 +27,8 @@ pub(crate) struct Entry {
     pub body_len: u64,
     /// When it stops being fresh.
     pub fresh_until: SystemTime,
+    /// When it was stored or last refreshed.
+    pub stored_at: SystemTime,
     /// `stale-if-error` window after `fresh_until` (RFC 5861 §4).
     pub stale_if_error: Duration,
     /// `stale-while-revalidate` window after `fresh_until` (RFC 5861 §3);
@@ -68,6 +70,7 @@ impl Entry {
             body: body.into(),
             body_len,
             fresh_until,
+            stored_at: now,
         }
     }
 

@@ -35,6 +35,12 @@ pub struct FleetSettings {
     /// keeps in flight to one member, in percent of the average per member
     /// (101–1000; `None`, the default: no bound).
     pub balance_factor: Option<u32>,
+    /// `l1_bytes`: the size of this replica's L1 of the owners' answers,
+    /// in bytes (0, the default: none; at most 1 GiB).
+    pub l1_bytes: u64,
+    /// `l1_ttl`: the longest an L1 entry answers before it is revalidated
+    /// with its owner (default 5 s).
+    pub l1_ttl: Duration,
 }
 
 impl std::fmt::Debug for FleetSettings {
@@ -46,6 +52,8 @@ impl std::fmt::Debug for FleetSettings {
             .field("peer_timeout", &self.peer_timeout)
             .field("ring", &self.ring)
             .field("balance_factor", &self.balance_factor)
+            .field("l1_bytes", &self.l1_bytes)
+            .field("l1_ttl", &self.l1_ttl)
             .finish_non_exhaustive()
     }
 }
@@ -91,6 +99,13 @@ pub(super) struct RawFleet {
     pub peer_timeout: Duration,
     pub ring: Option<Spanned<String>>,
     pub hash_balance_factor: Option<Spanned<u32>>,
+    pub l1_bytes: Option<Spanned<u64>>,
+    #[serde(default = "default_l1_ttl", with = "duration")]
+    pub l1_ttl: Duration,
+}
+
+fn default_l1_ttl() -> Duration {
+    Duration::from_secs(5)
 }
 
 fn default_dns_refresh() -> Duration {
@@ -195,6 +210,12 @@ pub(super) fn fleet(
         .as_ref()
         .map(|f| errors.within(f, || "fleet.hash_balance_factor".to_owned(), (101, 1000)))
         .transpose()?;
+    let l1_bytes = raw
+        .l1_bytes
+        .as_ref()
+        .map(|b| errors.within(b, || "fleet.l1_bytes".to_owned(), (0, 1 << 30)))
+        .transpose()?
+        .unwrap_or(0);
     Ok(Some(FleetSettings {
         self_addr,
         discovery,
@@ -202,6 +223,8 @@ pub(super) fn fleet(
         peer_timeout: raw.peer_timeout,
         ring,
         balance_factor,
+        l1_bytes,
+        l1_ttl: raw.l1_ttl,
     }))
 }
 
@@ -391,6 +414,7 @@ mod config_tests {
         .expect("valid");
         let f = c.fleet.as_ref().expect("a fleet");
         assert_eq!((f.ring, f.balance_factor), (RingHash::Weir, Some(125)));
+        assert_eq!((f.l1_bytes, f.l1_ttl.as_secs()), (0, 5), "no L1 by default");
         let f = c.fleet.expect("a fleet");
         assert_eq!(
             f.discovery,

@@ -26,9 +26,12 @@ use http::{Method, Request, Response, StatusCode, Version, header};
 use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 
+use super::cache_hook::CacheHook;
 use super::context::{Exchange, PeekAsk};
 use super::local::Local;
+use super::sent::Sent;
 use crate::body::response::{ResponseBody, ResponseSource};
+use crate::cache::Lookup;
 use crate::fleet::Owner;
 use crate::headers;
 use crate::metrics::FleetResult;
@@ -76,7 +79,11 @@ impl Exchange<'_> {
         owner: SocketAddr,
         epoch: u64,
     ) -> Option<Response<PooledBody>> {
-        let forward = self.peer_request(req, &owner.to_string(), epoch)?;
+        let mut forward = self.peer_request(req, &owner.to_string(), epoch)?;
+        // An L1 entry's validators, to be refreshed by a `304`.
+        if let Some(hook) = &self.cache {
+            hook.prepare(forward.headers_mut());
+        }
         // Counted for the bound on load until the owner's head arrives.
         let _in_flight = self.proxy.fleet.as_ref()?.forwarding(owner);
         let resp = self
@@ -235,21 +242,87 @@ impl Exchange<'_> {
 
     /// The owner's answer, downstream: its head through the response head
     /// filter, its body as it comes. The owner already ran the route's
-    /// cache and transforms on it, so neither runs again here.
+    /// cache and transforms on it, so neither runs again here; with an L1,
+    /// the answer fills it (or, a `304` to its validators, refreshes it).
     pub(crate) fn relay_from_owner(mut self, resp: Response<PooledBody>) -> Response<ResponseBody> {
+        let resp = match self.cache.as_mut().map(|hook| hook.after_send(Ok(resp))) {
+            Some(Sent::Cached(hit)) => return self.respond_from_owner_copy(hit),
+            Some(Sent::Response(resp)) => resp,
+            // `after_send` turns an `Ok` into one of the two above.
+            Some(Sent::Failed(_)) | None => {
+                return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
+            }
+        };
         let (mut parts, body) = resp.into_parts();
         if let Err(what) = headers::response_head(&mut parts, &self.proxy.via) {
             self.record.reason = Some(format!("fleet peer sent {what}"));
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
         }
         let empty = self.bodiless(parts.status, &body);
-        let source = self
-            .upstream_source(body, empty)
-            .map_or_else(ResponseSource::empty, ResponseSource::Upstream);
+        let source = self.upstream_source(body, empty);
         self.transforms = None;
-        self.cache = None;
         self.ssr = None;
+        let (source, empty) = match self.cache.take() {
+            Some(mut l1) if !self.head_only => l1.fill(&mut parts, source),
+            _ => (
+                source.map_or_else(ResponseSource::empty, ResponseSource::Upstream),
+                empty,
+            ),
+        };
         self.respond(parts, source, empty)
+    }
+
+    /// An owner's answer held in this replica's L1: as stored, without the
+    /// route's transforms, which the owner ran.
+    pub(crate) fn respond_from_owner_copy(
+        mut self,
+        hit: crate::cache::Hit,
+    ) -> Response<ResponseBody> {
+        self.transforms = None;
+        self.ssr = None;
+        self.cache = None;
+        self.record.server = Some("fleet L1".into());
+        self.respond_from_cache(hit)
+    }
+
+    /// Before forwarding to the owner: this replica's L1 (`[fleet]
+    /// l1_bytes`), on a route without transforms (the L1 holds the owner's
+    /// transformed answers). A fresh entry answers (`Some`); on a miss the
+    /// L1 becomes the exchange's cache hook, with the ticket that its fill
+    /// from the owner's answer needs.
+    pub(crate) async fn l1_lookup(&mut self, req: &Request<Incoming>) -> Option<crate::cache::Hit> {
+        let l1 = self.proxy.l1.as_ref()?;
+        if !self.target.route.transforms.is_empty() {
+            return None;
+        }
+        let mut hook = CacheHook::new(l1);
+        match l1
+            .lookup(req, &self.target.path, self.target.client_host.as_deref())
+            .await
+        {
+            Lookup::Serve(hit) | Lookup::ServeStale(hit, _) => {
+                self.proxy.fleet.as_ref()?.count(FleetResult::L1Hit);
+                Some(hit)
+            }
+            Lookup::Forward(ticket) => {
+                hook.ticket = Some(ticket);
+                self.cache = Some(hook);
+                None
+            }
+        }
+    }
+
+    /// The forward failed: the request is served here, through the shared
+    /// cache (the L1's ticket, dropped, lets other waiters go).
+    pub(crate) fn leave_l1(&mut self) {
+        if self.proxy.l1.is_some() {
+            self.cache = self
+                .proxy
+                .cache
+                .as_ref()
+                .filter(|_| self.target.route.cache)
+                .map(CacheHook::new);
+        }
     }
 }
 

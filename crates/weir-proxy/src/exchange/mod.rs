@@ -147,10 +147,14 @@ impl Exchange<'_> {
         if self.peek {
             return self.answer_peek(req);
         }
-        if let Some((owner, epoch)) = self.fleet_owner(&req)
-            && let Some(resp) = Box::pin(self.fleet_forward(&req, owner, epoch)).await
-        {
-            return self.relay_from_owner(resp);
+        if let Some((owner, epoch)) = self.fleet_owner(&req) {
+            if let Some(hit) = Box::pin(self.l1_lookup(&req)).await {
+                return self.respond_from_owner_copy(hit);
+            }
+            if let Some(resp) = Box::pin(self.fleet_forward(&req, owner, epoch)).await {
+                return self.relay_from_owner(resp);
+            }
+            self.leave_l1();
         }
         let req = match self.cache_lookup(req).await {
             Ok(req) => req,

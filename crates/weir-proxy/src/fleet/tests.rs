@@ -15,6 +15,8 @@ fn bounded_fleet(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -
         peer_timeout: Duration::from_secs(1),
         ring: RingHash::Ketama,
         balance_factor,
+        l1_bytes: 0,
+        l1_ttl: Duration::from_secs(5),
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     Fleet::new(&settings, metrics).expect("fleet")
@@ -205,6 +207,8 @@ async fn dns_discovery_follows_the_name_and_keeps_self() {
         peer_timeout: Duration::from_secs(1),
         ring: RingHash::Ketama,
         balance_factor: None,
+        l1_bytes: 0,
+        l1_ttl: Duration::from_secs(5),
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     let f = Fleet::new(&settings, metrics).expect("fleet");
@@ -245,6 +249,8 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
         peer_timeout: Duration::from_secs(1),
         ring: RingHash::Ketama,
         balance_factor: None,
+        l1_bytes: 0,
+        l1_ttl: Duration::from_secs(5),
     };
     let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
     let new = Fleet::after(&settings, metrics, Some(&old)).expect("fleet");

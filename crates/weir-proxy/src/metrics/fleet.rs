@@ -40,11 +40,14 @@ pub enum FleetResult {
     /// A cacheable request sent past its owner, which had as many forwards
     /// in flight from this replica as `hash_balance_factor` allows.
     Bounded,
+    /// A cacheable request another replica owns, answered from this
+    /// replica's L1 of the owners' answers (`l1_bytes`).
+    L1Hit,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 11] = [
+    pub const ALL: [FleetResult; 12] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
@@ -56,6 +59,7 @@ impl FleetResult {
         FleetResult::RateAsked,
         FleetResult::RateAnswered,
         FleetResult::Bounded,
+        FleetResult::L1Hit,
     ];
 
     /// The label value.
@@ -72,6 +76,7 @@ impl FleetResult {
             FleetResult::RateAsked => "rate_asked",
             FleetResult::RateAnswered => "rate_answered",
             FleetResult::Bounded => "bounded",
+            FleetResult::L1Hit => "l1_hit",
         }
     }
 }
