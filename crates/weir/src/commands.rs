@@ -153,6 +153,12 @@ fn describe(config: &Config) -> String {
                     weir_proxy::config::format_duration(*refresh)
                 )
             }
+            weir_proxy::config::FleetDiscovery::EndpointSlices { service, namespace } => {
+                format!(
+                    "endpointslices:{}/{service}",
+                    namespace.as_deref().unwrap_or("(pod's namespace)")
+                )
+            }
         };
         out += &format!(
             "fleet     self={} peers={peers} peer_timeout={}\n",

@@ -272,8 +272,12 @@ impl Fleet {
     ) -> Result<Arc<Fleet>, http::header::InvalidHeaderValue> {
         let initial = match (&settings.discovery, before) {
             (FleetDiscovery::Static(peers), _) => peers.clone(),
-            (FleetDiscovery::Dns { .. }, Some(before)) => before.members(),
-            (FleetDiscovery::Dns { .. }, None) => vec![settings.self_addr],
+            (FleetDiscovery::Dns { .. } | FleetDiscovery::EndpointSlices { .. }, Some(before)) => {
+                before.members()
+            }
+            (FleetDiscovery::Dns { .. } | FleetDiscovery::EndpointSlices { .. }, None) => {
+                vec![settings.self_addr]
+            }
         };
         let members = Members::new(initial, settings.ring);
         metrics
@@ -347,15 +351,32 @@ impl Fleet {
         })));
     }
 
-    /// Resolves `discovery`'s name every `refresh` in a task, until this
-    /// fleet is dropped (a reload builds a new one). Nothing to do for a
+    /// Follows `discovery` in a task until this fleet is dropped (a reload
+    /// builds a new one): resolves its DNS name every `refresh`, or
+    /// watches its EndpointSlices (`endpoints.rs`). Nothing to do for a
     /// static list, or outside a tokio runtime.
     pub fn start_discovery(self: &Arc<Self>, discovery: &FleetDiscovery) {
-        let FleetDiscovery::Dns { name, refresh } = discovery else {
-            return;
-        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
+        };
+        let (name, refresh) = match discovery {
+            FleetDiscovery::Static(_) => return,
+            FleetDiscovery::EndpointSlices { service, namespace } => {
+                let (alive, set) = (Arc::downgrade(self), Arc::downgrade(self));
+                runtime.spawn(endpoints::watch(
+                    service.clone(),
+                    namespace.clone(),
+                    self.self_addr.port(),
+                    move || alive.strong_count() > 0,
+                    move |addrs| {
+                        if let Some(fleet) = set.upgrade() {
+                            fleet.set_members(addrs);
+                        }
+                    },
+                ));
+                return;
+            }
+            FleetDiscovery::Dns { name, refresh } => (name, refresh),
         };
         let weak: Weak<Fleet> = Arc::downgrade(self);
         let (name, refresh) = (name.clone(), *refresh);
@@ -598,6 +619,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+mod endpoints;
 mod load;
 pub(crate) mod rate;
 #[cfg(test)]

@@ -385,20 +385,37 @@ impl WeirProcess {
     /// `weir serve` with `config` (written as is, to `weir.toml` in a temp
     /// dir) listening on `addr`, which the config names.
     pub fn start_at(addr: SocketAddr, config: &str) -> WeirProcess {
+        Self::start_at_env(addr, config, &[])
+    }
+
+    /// As [`WeirProcess::start_at`], with `env` added to the process's
+    /// environment.
+    pub fn start_at_env(addr: SocketAddr, config: &str, env: &[(&str, &str)]) -> WeirProcess {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("weir.toml");
         std::fs::write(&path, config).expect("write config");
-        Self::spawn(dir, &path, addr, &[])
+        Self::spawn_env(dir, &path, addr, &[], env)
     }
 
     /// Starts `weir serve --config path args` with JSON logs to `weir.log`
     /// in `dir`, and waits until `addr` accepts.
     fn spawn(dir: tempfile::TempDir, path: &Path, addr: SocketAddr, args: &[&str]) -> WeirProcess {
+        Self::spawn_env(dir, path, addr, args, &[])
+    }
+
+    fn spawn_env(
+        dir: tempfile::TempDir,
+        path: &Path,
+        addr: SocketAddr,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> WeirProcess {
         let log = dir.path().join("weir.log");
         let child = Command::new(env!("CARGO_BIN_EXE_weir"))
             .args(["--log-format", "json", "serve", "--config"])
             .arg(path)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
