@@ -387,6 +387,73 @@ async fn an_l1_answers_the_owners_keys_without_the_hop_until_l1_ttl() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsafe_method_anywhere_drops_the_owners_entry() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas = start_fleet(&origin, &addrs, "peer_timeout = \"10s\"");
+    let client = client(false);
+    let send = |method: &'static str, target: SocketAddr| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::builder()
+                .method(method)
+                .uri(format!("http://{target}/k/inv"))
+                .header(http::header::HOST, "site.test")
+                .body(Full::new(if method == "GET" {
+                    Bytes::new()
+                } else {
+                    Bytes::from_static(b"x")
+                }))
+                .expect("request");
+            let resp = client.request(req).await.expect("response");
+            let status = resp.status();
+            resp.into_body().collect().await.expect("body");
+            assert_eq!(status, 200, "{method} via {target}");
+        }
+    };
+    send("GET", addrs[0]).await;
+    send("GET", addrs[1]).await;
+    assert_eq!(origin.hits()["/k/inv"], 1, "stored once, at the owner");
+    // A POST through each replica in turn (the owner too), then a GET:
+    // each time the owner's entry is gone and the GET fetches again.
+    let mut told = 0;
+    for (round, &via) in addrs.iter().enumerate() {
+        send("POST", via).await;
+        let mut invalidated = 0;
+        for r in &replicas {
+            invalidated += r.fleet_count("invalidated").await;
+        }
+        // The owner is told in the background; wait for it (not when the
+        // POST went through the owner itself, which drops it at once).
+        for _ in 0..100 {
+            if invalidated > told {
+                break;
+            }
+            let mut now = 0;
+            for r in &replicas {
+                now += r.fleet_count("invalidated").await;
+            }
+            invalidated = now;
+            if invalidated > told {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        told = invalidated;
+        send("GET", addrs[(round + 1) % 3]).await;
+        assert_eq!(
+            origin.hits()["/k/inv"],
+            1 + 2 * (round + 1),
+            "round {round}: the POST, then a fetch of the dropped entry"
+        );
+    }
+    assert_eq!(
+        told, 2,
+        "the two replicas that do not own the key told the owner"
+    );
+}
+
 /// A member that accepts connections and never answers (`stall`), or
 /// answers garbage.
 async fn bad_peer(addr: SocketAddr, stall: bool) -> tokio::task::JoinHandle<()> {

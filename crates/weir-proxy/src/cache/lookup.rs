@@ -44,6 +44,13 @@ impl Cache {
         }
     }
 
+    /// Drops the stored answers to `GET` of `path` (normalized) and `query`
+    /// on `host`: what an unsafe method's success does to its target (RFC
+    /// 9111 §4.4), here at a fleet peer's word (`crate::fleet`).
+    pub fn invalidate(&self, host: Option<&str>, path: &str, query: Option<&str>) {
+        self.store.remove(&key::primary(host, path, query));
+    }
+
     /// Looks `req` up. `path` is the normalized request path, `host` the
     /// client's host. May wait up to `collapse_wait` for another request's
     /// fill of the same key.

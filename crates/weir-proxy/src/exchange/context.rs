@@ -74,16 +74,21 @@ pub(crate) struct Exchange<'p> {
     pub(crate) peek: bool,
     /// The peek the send phase makes before the upstream, for a moved key
     /// this replica misses (`crate::exchange::fleet`).
-    pub(crate) handoff: Option<Box<PeekAsk>>,
+    pub(crate) handoff: Option<Box<PeerAsk>>,
+    /// The invalidation for the key's owner, for an unsafe method on a
+    /// caching route of a fleet (`crate::exchange::invalidate`).
+    pub(crate) invalidate: Option<Box<PeerAsk>>,
 }
 
-/// A peek at a moved key's previous owner (`crate::fleet`), prepared by
-/// the cache lookup phase from the client's request and made by the send
-/// phase.
+/// A request to a fleet peer made from the client's request before a
+/// phase consumes it, and sent later (`crate::fleet`): the handoff's peek
+/// at a moved key's previous owner, prepared by the cache lookup and made
+/// by the send phase; or an invalidation for a key's owner, prepared
+/// before the upstream request and sent once the upstream said yes.
 #[derive(Debug)]
-pub(crate) struct PeekAsk {
-    /// The previous owner.
-    pub(crate) previous: std::net::SocketAddr,
+pub(crate) struct PeerAsk {
+    /// The peer.
+    pub(crate) peer: std::net::SocketAddr,
     /// The peek, as sent.
     pub(crate) request: Request<crate::body::request::RequestBody>,
 }
@@ -127,6 +132,7 @@ impl<'p> Exchange<'p> {
             from_peer: false,
             peek: false,
             handoff: None,
+            invalidate: None,
         }
     }
 

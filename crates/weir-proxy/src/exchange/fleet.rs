@@ -27,7 +27,7 @@ use http_body_util::{Either, Empty};
 use hyper::body::Incoming;
 
 use super::cache_hook::CacheHook;
-use super::context::{Exchange, PeekAsk};
+use super::context::{Exchange, PeerAsk};
 use super::local::Local;
 use super::sent::Sent;
 use crate::body::response::{ResponseBody, ResponseSource};
@@ -121,7 +121,7 @@ impl Exchange<'_> {
     /// The peek of the handoff (see [`Exchange::handoff_from`]), built
     /// now from the client's request, which the upstream request phase
     /// consumes before the send phase makes the peek.
-    pub(crate) fn handoff_ask(&self, req: &Request<Incoming>) -> Option<Box<PeekAsk>> {
+    pub(crate) fn handoff_ask(&self, req: &Request<Incoming>) -> Option<Box<PeerAsk>> {
         let previous = self.handoff_from(req)?;
         let fleet = self.proxy.fleet.as_ref()?;
         let mut request = self.peer_request(req, &previous.to_string(), fleet.epoch())?;
@@ -140,15 +140,21 @@ impl Exchange<'_> {
             headers.remove(name);
         }
         headers.insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
-        Some(Box::new(PeekAsk { previous, request }))
+        Some(Box::new(PeerAsk {
+            peer: previous,
+            request,
+        }))
     }
 
     /// Makes the handoff's peek: the previous owner's entry (which then
     /// fills this replica's cache and goes through the route's transforms,
     /// as an upstream's answer would), or `None` on a miss or a failure,
     /// to go upstream.
-    pub(crate) async fn peek_at(&mut self, ask: PeekAsk) -> Option<Box<Response<PooledBody>>> {
-        let PeekAsk { previous, request } = ask;
+    pub(crate) async fn peek_at(&mut self, ask: PeerAsk) -> Option<Box<Response<PooledBody>>> {
+        let PeerAsk {
+            peer: previous,
+            request,
+        } = ask;
         let mut resp = self
             .proxy
             .send_to_peer(
@@ -204,7 +210,7 @@ impl Exchange<'_> {
 
     /// The request forwarded to the owner at `authority`: the client's,
     /// with the head rules of any hop and the peer fields.
-    fn peer_request(
+    pub(super) fn peer_request(
         &self,
         req: &Request<Incoming>,
         authority: &str,
@@ -335,50 +341,60 @@ impl Proxy {
         req: Request<crate::body::request::RequestBody>,
         doing: &str,
     ) -> Option<Response<PooledBody>> {
-        let fleet = self.fleet.as_ref()?;
-        let authority: Authority = addr.to_string().parse().ok()?;
-        let client = &self.client;
-        let sent = match client.pool(&Scheme::HTTP, &authority, None) {
-            Ok(pool) => client
-                .send_on(&pool, req, false, Some(fleet.peer_timeout()))
-                .await
-                .map_err(|f| {
-                    let timed_out = matches!(
-                        f.error,
-                        crate::upstream::UpstreamError::ResponseHeaderTimeout { .. }
-                    );
-                    (f.error.to_string(), timed_out)
-                }),
-            Err(e) => Err((e.to_string(), false)),
-        };
-        let sent = sent.and_then(|resp| {
-            let refused = resp.status() == StatusCode::FORBIDDEN
-                && resp.headers().contains_key(crate::fleet::REFUSED);
-            if refused {
-                Err((
-                    "it refused this replica's peer token: the replicas' [fleet] secrets differ"
-                        .to_owned(),
-                    false,
-                ))
-            } else {
-                Ok(resp)
-            }
-        });
-        match sent {
-            Ok(resp) => {
-                fleet.peer_answered(addr);
-                Some(resp)
-            }
-            Err((why, timed_out)) => {
-                fleet.peer_failed(addr, timed_out);
-                tracing::warn!(
-                    target: "weir::fleet",
-                    peer = %addr,
-                    "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
-                    crate::fleet::PEER_BACKOFF.as_secs()
+        send_to_peer(&self.client, self.fleet.as_deref()?, addr, req, doing).await
+    }
+}
+
+/// [`Proxy::send_to_peer`] with the client and fleet given (for a task of
+/// its own).
+pub(super) async fn send_to_peer(
+    client: &crate::upstream::UpstreamClient,
+    fleet: &crate::fleet::Fleet,
+    addr: SocketAddr,
+    req: Request<crate::body::request::RequestBody>,
+    doing: &str,
+) -> Option<Response<PooledBody>> {
+    let authority: Authority = addr.to_string().parse().ok()?;
+    let sent = match client.pool(&Scheme::HTTP, &authority, None) {
+        Ok(pool) => client
+            .send_on(&pool, req, false, Some(fleet.peer_timeout()))
+            .await
+            .map_err(|f| {
+                let timed_out = matches!(
+                    f.error,
+                    crate::upstream::UpstreamError::ResponseHeaderTimeout { .. }
                 );
-                None
-            }
+                (f.error.to_string(), timed_out)
+            }),
+        Err(e) => Err((e.to_string(), false)),
+    };
+    let sent = sent.and_then(|resp| {
+        let refused = resp.status() == StatusCode::FORBIDDEN
+            && resp.headers().contains_key(crate::fleet::REFUSED);
+        if refused {
+            Err((
+                "it refused this replica's peer token: the replicas' [fleet] secrets differ"
+                    .to_owned(),
+                false,
+            ))
+        } else {
+            Ok(resp)
+        }
+    });
+    match sent {
+        Ok(resp) => {
+            fleet.peer_answered(addr);
+            Some(resp)
+        }
+        Err((why, timed_out)) => {
+            fleet.peer_failed(addr, timed_out);
+            tracing::warn!(
+                target: "weir::fleet",
+                peer = %addr,
+                "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
+                crate::fleet::PEER_BACKOFF.as_secs()
+            );
+            None
         }
     }
 }

@@ -121,6 +121,17 @@ pub(crate) fn rate_answer(token: Option<Result<(), u64>>) -> Response<ResponseBo
         Some(Err(seconds)) => (StatusCode::TOO_MANY_REQUESTS, Some(seconds)),
         None => (StatusCode::BAD_REQUEST, None),
     };
+    let mut resp = unlogged(status);
+    if let Some(seconds) = retry_after {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    resp
+}
+
+/// An empty answer of `status` to a peer's internal request (a rate-limit
+/// ask, an invalidation), with no access log line.
+pub(crate) fn unlogged(status: StatusCode) -> Response<ResponseBody> {
     let mut resp = Response::new(SourceBody::new(pull(
         ResponseSource::empty(),
         BodyLog::off()
@@ -128,9 +139,5 @@ pub(crate) fn rate_answer(token: Option<Result<(), u64>>) -> Response<ResponseBo
             .then(ResponseLog::detached()),
     )));
     *resp.status_mut() = status;
-    if let Some(seconds) = retry_after {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    }
     resp
 }

@@ -12,7 +12,7 @@
 //! | upgrade | a protocol switch the route allows becomes a tunnel | [`upgrade`] |
 //! | local answers | no route, bad request, a template file | [`local`], [`compose`] |
 //! | rate limit | a token from the route's bucket (here, on the fleet owner, in Redis), or `429` | [`rate`] |
-//! | fleet | a cacheable request another replica owns goes there, its answer relayed | [`fleet`] |
+//! | fleet | a cacheable request another replica owns goes there, its answer relayed (or answered from the L1); an unsafe one tells the key's owner to drop its entry | [`fleet`], [`invalidate`] |
 //! | cache lookup | a hit or a stale entry answers without the upstream | [`cache_lookup`] |
 //! | upstream request | target URI, header rules, request body, mirror copy | [`upstream_request`], [`mirror_hook`] |
 //! | send | connect and response head (HTTP/1.1 or h2c); the retry point | [`send`] |
@@ -32,6 +32,7 @@ pub(crate) mod compose;
 pub(crate) mod context;
 pub(crate) mod fleet;
 pub(crate) mod grpc;
+pub(crate) mod invalidate;
 pub(crate) mod local;
 pub(crate) mod mirror_hook;
 pub(crate) mod rate;
@@ -82,6 +83,9 @@ impl Proxy {
             && let Some(fleet) = &self.fleet
         {
             return local::rate_answer(fleet.answer_rate(req.headers()));
+        }
+        if admitted == Admitted::Invalidate {
+            return self.answer_invalidation(&req);
         }
         let from_peer = matches!(admitted, Admitted::Peer | Admitted::Peek);
         // A peer proved itself with the secret: its X-Request-Id stands.
@@ -156,6 +160,7 @@ impl Exchange<'_> {
             }
             self.leave_l1();
         }
+        self.prepare_invalidation(&req);
         let req = match self.cache_lookup(req).await {
             Ok(req) => req,
             Err(hit) => return self.respond_from_cache(hit),
@@ -204,7 +209,9 @@ mod tests {
     /// a `perf` profile of 1 KiB h2c GETs. Rare phases are boxed (see
     /// `Exchange::run`); this keeps the next one from quietly growing it.
     /// 8,520 bytes with the fleet phases (8,488 before them; 8,536 with the
-    /// rate-limit phase awaited for shared buckets): a value held
+    /// rate-limit phase awaited for shared buckets, 8,608 with the fleet's
+    /// L1 and invalidation; a borrow of the upstream's response before
+    /// `into_parts` would add 232 more): a value held
     /// across an await, even one moved out already, keeps its room in the
     /// future, so the fleet's peeks and forwards are boxed and the handoff
     /// peek is prepared in the cache lookup and made in the send phase.

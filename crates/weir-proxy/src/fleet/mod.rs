@@ -67,7 +67,7 @@ pub const TIMEOUTS_BEFORE_BACKOFF: u32 = 3;
 /// Removes the peer fields from a request on a replica without
 /// `[fleet]`; says [`Admitted::Client`].
 pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
-    for name in [PEER_TOKEN, RING_EPOCH, PEEK, RATE_ASK] {
+    for name in [PEER_TOKEN, RING_EPOCH, PEEK, RATE_ASK, INVALIDATE] {
         headers.remove(name);
     }
     Admitted::Client
@@ -81,6 +81,10 @@ pub const PEEK: HeaderName = HeaderName::from_static("x-weir-fleet-peek");
 /// `<per_second> <burst> <id>`, the id in hex (see
 /// `crate::rate_limit::RouteRateLimit::shared_id`).
 pub const RATE_ASK: HeaderName = HeaderName::from_static("x-weir-fleet-rate");
+
+/// The field of a peer telling a key's owner that an unsafe method
+/// succeeded on the key's URI elsewhere: the owner drops its entry.
+pub const INVALIDATE: HeaderName = HeaderName::from_static("x-weir-fleet-invalidate");
 
 /// How long after the members change a new owner peeks at a key's previous
 /// owner before fetching it.
@@ -98,6 +102,9 @@ pub(crate) enum Admitted {
     /// A peer asking for a token of a rate-limit bucket this replica owns
     /// ([`RATE_ASK`]): answered before routing, without a log line.
     RateAsk,
+    /// A peer telling this replica, the key's owner, to drop a cached
+    /// entry ([`INVALIDATE`]): answered without a log line.
+    Invalidate,
     /// A peer token that is not this replica's secret: refused with a
     /// `403` that says so ([`REFUSED`]), so that a replica whose secret
     /// differs (a Secret rotated on some pods first) fails its forwards at
@@ -472,6 +479,12 @@ impl Fleet {
         self.owner_of(key.as_bytes(), true)
     }
 
+    /// The owner of cache key `key` on the ring, with no bound on load:
+    /// where its entry is stored.
+    pub(crate) fn ring_owner(&self, key: &str) -> Owner {
+        self.owner_of(key.as_bytes(), false)
+    }
+
     /// Who serves the key `bytes` (see [`Fleet::owner`]); `bounded`: with
     /// the bound on load, if there is one.
     fn owner_of(&self, bytes: &[u8], bounded: bool) -> Owner {
@@ -545,61 +558,6 @@ impl Fleet {
         self.members.load().answered(addr);
     }
 
-    /// Removes the peer fields from `headers` and says whether they proved
-    /// the request comes from a peer, and whether it is a peek (counting a
-    /// peer whose ring epoch differs from this replica's).
-    pub(crate) fn admit(&self, headers: &mut HeaderMap, from: SocketAddr) -> Admitted {
-        let token = headers.remove(PEER_TOKEN);
-        let epoch = headers.remove(RING_EPOCH);
-        let peek = headers.remove(PEEK).is_some();
-        let valid = token
-            .as_ref()
-            .map(|t| constant_time_eq(t.as_bytes(), self.token.as_bytes()));
-        if valid != Some(true) {
-            // Only a peer asks for a rate-limit token.
-            headers.remove(RATE_ASK);
-        }
-        let Some(valid) = valid else {
-            return Admitted::Client;
-        };
-        if !valid {
-            self.metrics.fleet().count(FleetResult::BadToken);
-            let now = self.now_ms().saturating_add(1);
-            let last = self.bad_token_logged.load(Ordering::Relaxed);
-            if (last == 0 || now.saturating_sub(last) >= BAD_TOKEN_LOG_MS)
-                && self
-                    .bad_token_logged
-                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
-            {
-                tracing::warn!(
-                    target: "weir::fleet",
-                    peer = %from,
-                    "refused a request whose fleet peer token is not this replica's secret: \
-                     check that every replica has the same [fleet] secret (logged at most every 10 s)"
-                );
-            }
-            return Admitted::BadToken;
-        }
-        if peek {
-            self.metrics.fleet().count(FleetResult::PeekServed);
-            return Admitted::Peek;
-        }
-        if headers.contains_key(RATE_ASK) {
-            return Admitted::RateAsk;
-        }
-        let theirs = epoch.and_then(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|s| u64::from_str_radix(s, 16).ok())
-        });
-        if theirs != Some(self.epoch()) {
-            self.metrics.fleet().count(FleetResult::RingDisagreement);
-        }
-        self.metrics.fleet().count(FleetResult::ServedForPeer);
-        Admitted::Peer
-    }
-
     /// Adds the peer fields to a request forwarded with ring `epoch`.
     pub(crate) fn mark(&self, headers: &mut HeaderMap, epoch: u64) {
         headers.insert(PEER_TOKEN, self.token.clone());
@@ -619,6 +577,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+mod admit;
 mod endpoints;
 mod load;
 pub(crate) mod rate;

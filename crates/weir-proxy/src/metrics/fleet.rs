@@ -43,11 +43,14 @@ pub enum FleetResult {
     /// A cacheable request another replica owns, answered from this
     /// replica's L1 of the owners' answers (`l1_bytes`).
     L1Hit,
+    /// A cached entry this replica owns dropped at a peer's word: an
+    /// unsafe method on its URI succeeded there.
+    Invalidated,
 }
 
 impl FleetResult {
     /// Every value, in label order.
-    pub const ALL: [FleetResult; 12] = [
+    pub const ALL: [FleetResult; 13] = [
         FleetResult::Forwarded,
         FleetResult::PeerError,
         FleetResult::Owner,
@@ -60,6 +63,7 @@ impl FleetResult {
         FleetResult::RateAnswered,
         FleetResult::Bounded,
         FleetResult::L1Hit,
+        FleetResult::Invalidated,
     ];
 
     /// The label value.
@@ -77,6 +81,7 @@ impl FleetResult {
             FleetResult::RateAnswered => "rate_answered",
             FleetResult::Bounded => "bounded",
             FleetResult::L1Hit => "l1_hit",
+            FleetResult::Invalidated => "invalidated",
         }
     }
 }

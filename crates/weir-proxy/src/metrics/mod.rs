@@ -45,7 +45,7 @@
 //! | `weir_config_last_reload_success_timestamp_seconds` | gauge | — |
 //! | `weir_fleet_members` | gauge | — |
 //! | `weir_fleet_ring_epoch` | gauge | — |
-//! | `weir_fleet_requests_total` | counter | `result` (`forwarded`, `peer_error`, `owner`, `served_for_peer`, `ring_disagreement`, `handoff`, `peek_served`, `bad_token`, `rate_asked`, `rate_answered`, `bounded`, `l1_hit`) |
+//! | `weir_fleet_requests_total` | counter | `result` (`forwarded`, `peer_error`, `owner`, `served_for_peer`, `ring_disagreement`, `handoff`, `peek_served`, `bad_token`, `rate_asked`, `rate_answered`, `bounded`, `l1_hit`, `invalidated`) |
 //! | `weir_rate_limit_fallbacks_total` | counter | `scope` (`fleet`, `redis`) |
 
 mod connections;
