@@ -182,6 +182,23 @@ impl Members {
         }
     }
 
+    /// Keeps `old`'s back-off state (skipped until, timeouts in a row) for
+    /// the members both lists have; `shift` maps a time of `old`'s clock
+    /// to this one's. So a reload or a change of members does not forget
+    /// a stalled peer.
+    fn keep_state(&self, old: &Members, shift: impl Fn(u64) -> u64) {
+        for (i, addr) in self.addrs.iter().enumerate() {
+            if let Ok(j) = old.addrs.binary_search(addr) {
+                let until = old.down_until[j].load(Ordering::Relaxed);
+                if until > 0 {
+                    self.down_until[i].store(shift(until), Ordering::Relaxed);
+                }
+                let timeouts = old.timeouts[j].load(Ordering::Relaxed);
+                self.timeouts[i].store(timeouts, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// `addr` answered: its timeouts in a row start again from 0.
     fn answered(&self, addr: SocketAddr) {
         if let Ok(i) = self.addrs.binary_search(&addr) {
@@ -315,6 +332,11 @@ impl Fleet {
             None => fleet.joined(),
             Some(before) => {
                 let old = before.members.load_full();
+                let (then, now) = (before.now_ms(), fleet.now_ms());
+                fleet
+                    .members
+                    .load()
+                    .keep_state(&old, |t| t.saturating_sub(then).saturating_add(now));
                 if old.addrs != fleet.members.load().addrs {
                     fleet.keep_previous(old);
                 } else if let Some(p) = before.previous.load_full() {
@@ -428,6 +450,7 @@ impl Fleet {
         if next.addrs == self.members.load().addrs {
             return;
         }
+        next.keep_state(&self.members.load(), |t| t);
         tracing::info!(
             target: "weir::fleet",
             members = next.addrs.len(),

@@ -8,7 +8,11 @@ fn fleet(self_addr: &str, peers: &[&str]) -> Arc<Fleet> {
 }
 
 fn bounded_fleet(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -> Arc<Fleet> {
-    let settings = FleetSettings {
+    Fleet::new(&settings(self_addr, peers, balance_factor), metrics()).expect("fleet")
+}
+
+fn settings(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -> FleetSettings {
+    FleetSettings {
         self_addr: self_addr.parse().expect("addr"),
         discovery: FleetDiscovery::Static(peers.iter().map(|p| p.parse().expect("addr")).collect()),
         secret: "0123456789abcdef0123".to_owned(),
@@ -17,9 +21,11 @@ fn bounded_fleet(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -
         balance_factor,
         l1_bytes: 0,
         l1_ttl: Duration::from_secs(5),
-    };
-    let metrics = Arc::new(Metrics::new(Arc::default(), Vec::new()));
-    Fleet::new(&settings, metrics).expect("fleet")
+    }
+}
+
+fn metrics() -> Arc<Metrics> {
+    Arc::new(Metrics::new(Arc::default(), Vec::new()))
 }
 
 /// The address a test request comes from.
@@ -193,6 +199,21 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
     assert_eq!(f.owner(&key), Owner::Here, "the third in a row");
     f.peer_failed(addr, false);
     assert_eq!(f.owner(&key), Owner::Here);
+    // A reload keeps the back-off, and so does a change of members.
+    let reloaded =
+        Fleet::after(&settings(PEERS[0], &PEERS, None), metrics(), Some(&f)).expect("fleet");
+    assert_eq!(
+        reloaded.owner(&key),
+        Owner::Here,
+        "still skipped after a reload"
+    );
+    let mut more: Vec<SocketAddr> = PEERS.iter().map(|p| p.parse().expect("addr")).collect();
+    more.push("127.0.0.9:8080".parse().expect("addr"));
+    reloaded.set_members(more);
+    assert!(
+        !matches!(reloaded.owner(&key), Owner::Peer { addr: a, .. } if a == addr),
+        "still skipped after the members changed"
+    );
 }
 
 #[tokio::test]
