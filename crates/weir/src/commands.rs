@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use weir_origin::{OriginConfig, OriginHandle};
 use weir_proxy::Server;
 use weir_proxy::config::{
-    AccessLogTarget, Balance, Config, ConfigError, HashKey, HostHeader, Protocol, RingHash,
-    UpstreamTarget, format_duration,
+    AccessLogTarget, Balance, Config, ConfigError, HashKey, HostHeader, Protocol, RateLimitScope,
+    RingHash, UpstreamTarget, format_duration,
 };
 
 use crate::logging;
@@ -161,10 +161,32 @@ fn describe(config: &Config) -> String {
             }
         };
         out += &format!(
-            "fleet     self={} peers={peers} peer_timeout={}\n",
+            "fleet     self={} peers={peers} peer_timeout={} rate_timeout={} ring={}\n",
             fleet.self_addr,
-            weir_proxy::config::format_duration(fleet.peer_timeout)
+            format_duration(fleet.peer_timeout),
+            format_duration(fleet.rate_timeout),
+            match fleet.ring {
+                RingHash::Weir => "weir",
+                RingHash::Ketama => "ketama",
+            }
         );
+        let factor = fleet
+            .balance_factor
+            .map_or_else(|| "none".to_owned(), |f| format!("{f}%"));
+        let l1 = if fleet.l1_bytes == 0 {
+            "off".to_owned()
+        } else {
+            format!(
+                "{} bytes, l1_ttl={}",
+                fleet.l1_bytes,
+                format_duration(fleet.l1_ttl)
+            )
+        };
+        out += &format!("          hash_balance_factor={factor} l1={l1}\n");
+    }
+    if let Some(redis) = &config.redis {
+        // The URL may carry a password: not printed.
+        out += &format!("redis     timeout={}\n", format_duration(redis.timeout));
     }
     for u in &config.upstreams {
         match &u.target {
@@ -284,13 +306,18 @@ fn describe(config: &Config) -> String {
         }
         if let Some(rl) = &r.limits.rate_limit {
             out += &format!(
-                "          rate_limit requests_per_second={} burst={} key={}\n",
+                "          rate_limit requests_per_second={} burst={} key={} scope={}\n",
                 rl.requests_per_second,
                 rl.burst,
                 match &rl.key {
                     HashKey::ClientAddr => "client_addr".to_owned(),
                     HashKey::Header(h) => format!("header:{h}"),
                     HashKey::Cookie(c) => format!("cookie:{c}"),
+                },
+                match rl.scope {
+                    RateLimitScope::Replica => "replica",
+                    RateLimitScope::Fleet => "fleet",
+                    RateLimitScope::Redis => "redis",
                 }
             );
         }

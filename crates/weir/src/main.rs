@@ -41,10 +41,10 @@ enum Command {
         /// Config file.
         #[arg(long, short)]
         config: Option<PathBuf>,
-        /// Reload when the config file or another file of its directory
-        /// changes (a Kubernetes ConfigMap mounted as a directory), as
-        /// SIGHUP does: a bad config is refused and the one in effect stays.
-        /// Needs --config.
+        /// Reload when the config file's contents change, or when the
+        /// `..data` link of its directory is repointed (a Kubernetes
+        /// ConfigMap mounted as a directory), as SIGHUP does: a bad config
+        /// is refused and the one in effect stays. Needs --config.
         #[arg(long, requires = "config")]
         watch: bool,
         /// How often --watch polls the directory, in milliseconds (100 to 3600000).

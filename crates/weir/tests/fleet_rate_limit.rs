@@ -49,8 +49,9 @@ fn config(addr: SocketAddr, origin: SocketAddr, scope: &str, extra: &str) -> Str
 /// The `[fleet]` table of the replica at `me` among `peers`.
 fn fleet_table(me: SocketAddr, peers: &[SocketAddr]) -> String {
     let list: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
+    // A rate_timeout a loaded debug build keeps (the default is 100 ms).
     format!(
-        "[fleet]\nself = \"{me}\"\npeers = [{}]\nsecret = \"{SECRET}\"\n",
+        "[fleet]\nself = \"{me}\"\npeers = [{}]\nsecret = \"{SECRET}\"\nrate_timeout = \"2s\"\n",
         list.join(", ")
     )
 }

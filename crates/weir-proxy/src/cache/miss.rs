@@ -61,8 +61,11 @@ impl Fill {
         let stored_fields = head.headers.clone();
         let not_modified =
             conditional::not_modified(&self.view.headers, head.status, &stored_fields);
-        head.headers
-            .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        // An L1 relays the owner's answer, and the owner's `X-Cache` with it.
+        if cache.l1_ttl.is_none() {
+            head.headers
+                .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        }
         let start = self.tee(
             cache,
             head.status,
@@ -79,8 +82,10 @@ impl Fill {
         cache.metrics.cache_not_modified();
         head.status = StatusCode::NOT_MODIFIED;
         head.headers = conditional::not_modified_fields(&stored_fields);
-        head.headers
-            .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        if cache.l1_ttl.is_none() {
+            head.headers
+                .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        }
         FillStart::NotModified
     }
 

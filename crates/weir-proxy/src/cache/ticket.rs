@@ -108,7 +108,10 @@ impl Ticket {
         match kind {
             Kind::Plain => After::Forward(sent, None),
             Kind::Uncached => {
-                if let Ok(resp) = &mut sent {
+                // An L1 relays the owner's `X-Cache`.
+                if let Ok(resp) = &mut sent
+                    && cache.l1_ttl.is_none()
+                {
                     resp.headers_mut()
                         .insert(X_CACHE, HeaderValue::from_static("MISS"));
                 }

@@ -27,6 +27,10 @@ pub struct FleetSettings {
     /// How long a forwarded miss may wait for the owner's response head
     /// before this replica serves it itself (`peer_timeout`, default 1 s).
     pub peer_timeout: Duration,
+    /// How long a rate-limit ask (`scope = "fleet"`) may wait for the
+    /// key's owner before this replica's own bucket decides
+    /// (`rate_timeout`, default 100 ms).
+    pub rate_timeout: Duration,
     /// The ring cache keys are placed on (`ring`, default `"ketama"`:
     /// nginx's `hash ... consistent`, so an nginx in front can send each
     /// request straight to its owner).
@@ -50,6 +54,7 @@ impl std::fmt::Debug for FleetSettings {
             .field("self_addr", &self.self_addr)
             .field("discovery", &self.discovery)
             .field("peer_timeout", &self.peer_timeout)
+            .field("rate_timeout", &self.rate_timeout)
             .field("ring", &self.ring)
             .field("balance_factor", &self.balance_factor)
             .field("l1_bytes", &self.l1_bytes)
@@ -109,6 +114,8 @@ pub(super) struct RawFleet {
     pub secret_file: Option<Spanned<String>>,
     #[serde(default = "default_peer_timeout", with = "duration")]
     pub peer_timeout: Duration,
+    #[serde(default = "default_rate_timeout", with = "duration")]
+    pub rate_timeout: Duration,
     pub ring: Option<Spanned<String>>,
     pub hash_balance_factor: Option<Spanned<u32>>,
     pub l1_bytes: Option<Spanned<u64>>,
@@ -122,6 +129,10 @@ fn default_l1_ttl() -> Duration {
 
 fn default_dns_refresh() -> Duration {
     Duration::from_secs(5)
+}
+
+fn default_rate_timeout() -> Duration {
+    Duration::from_millis(100)
 }
 
 fn default_peer_timeout() -> Duration {
@@ -233,6 +244,7 @@ pub(super) fn fleet(
         discovery,
         secret,
         peer_timeout: raw.peer_timeout,
+        rate_timeout: raw.rate_timeout,
         ring,
         balance_factor,
         l1_bytes,
@@ -259,15 +271,15 @@ fn endpointslices(
     service: &Spanned<String>,
     errors: &Errors<'_>,
 ) -> Result<FleetDiscovery, ConfigError> {
-    if let Some(other) = raw
-        .peers_dns
-        .as_ref()
-        .map(Spanned::span)
-        .or_else(|| raw.peers.first().map(Spanned::span))
-    {
+    let other = match (&raw.peers_dns, raw.peers.first()) {
+        (Some(dns), _) => Some((dns.span(), "fleet.peers_dns")),
+        (None, Some(p)) => Some((p.span(), "fleet.peers")),
+        (None, None) => None,
+    };
+    if let Some((span, key)) = other {
         return Err(errors.at(
-            other,
-            "fleet.peers_endpointslices",
+            span,
+            key,
             "give one of `peers`, `peers_dns` and `peers_endpointslices`",
         ));
     }

@@ -78,7 +78,7 @@ fn bad_fleets_name_the_line_and_key() {
     let cases: [(&str, &str, &str); 13] = [
         (
             "self = \"10.0.0.1:8080\"\npeers_dns = \"p:1\"\npeers_endpointslices = \"weir-peers\"\n",
-            "fleet.peers_endpointslices",
+            "fleet.peers_dns",
             "give one of",
         ),
         (

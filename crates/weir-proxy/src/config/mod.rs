@@ -95,6 +95,18 @@ impl Config {
         if let Some(fleet) = &self.fleet {
             out.extend(fleet_warnings(fleet, &self.routes, &self.listeners));
         }
+        let uses_redis = self.routes.iter().any(|r| {
+            r.limits
+                .rate_limit
+                .as_ref()
+                .is_some_and(|l| l.scope == RateLimitScope::Redis)
+        });
+        if self.redis.is_some() && !uses_redis {
+            out.push(
+                "[redis] is set but no route has a rate limit with scope = \"redis\": it is not used"
+                    .to_owned(),
+            );
+        }
         out
     }
 

@@ -62,11 +62,8 @@ impl Exchange<'_> {
         }
         let key = self.fleet_key(req)?;
         let fleet = self.proxy.fleet.as_ref()?;
-        match fleet.owner(&key) {
-            Owner::Here => {
-                fleet.count(FleetResult::Owner);
-                None
-            }
+        match fleet.place(&key) {
+            Owner::Here => None,
             Owner::Peer { addr, epoch } => Some((addr, epoch)),
         }
     }
@@ -341,23 +338,25 @@ impl Proxy {
         req: Request<crate::body::request::RequestBody>,
         doing: &str,
     ) -> Option<Response<PooledBody>> {
-        send_to_peer(&self.client, self.fleet.as_deref()?, addr, req, doing).await
+        let fleet = self.fleet.as_deref()?;
+        send_to_peer(&self.client, fleet, addr, req, fleet.peer_timeout(), doing).await
     }
 }
 
-/// [`Proxy::send_to_peer`] with the client and fleet given (for a task of
-/// its own).
+/// [`Proxy::send_to_peer`] with the client, the fleet and the deadline for
+/// the response head given (for a task of its own, or a rate-limit ask).
 pub(super) async fn send_to_peer(
     client: &crate::upstream::UpstreamClient,
     fleet: &crate::fleet::Fleet,
     addr: SocketAddr,
     req: Request<crate::body::request::RequestBody>,
+    timeout: std::time::Duration,
     doing: &str,
 ) -> Option<Response<PooledBody>> {
     let authority: Authority = addr.to_string().parse().ok()?;
     let sent = match client.pool(&Scheme::HTTP, &authority, None) {
         Ok(pool) => client
-            .send_on(&pool, req, false, Some(fleet.peer_timeout()))
+            .send_on(&pool, req, false, Some(timeout))
             .await
             .map_err(|f| {
                 let timed_out = matches!(
@@ -387,13 +386,21 @@ pub(super) async fn send_to_peer(
             Some(resp)
         }
         Err((why, timed_out)) => {
-            fleet.peer_failed(addr, timed_out);
-            tracing::warn!(
-                target: "weir::fleet",
-                peer = %addr,
-                "{doing} failed; serving it here, and skipping the peer for {}s: {why}",
-                crate::fleet::PEER_BACKOFF.as_secs()
-            );
+            if fleet.peer_failed(addr, timed_out) {
+                tracing::warn!(
+                    target: "weir::fleet",
+                    peer = %addr,
+                    "{doing} failed; served here, and the peer is skipped for {}s: {why}",
+                    crate::fleet::PEER_BACKOFF.as_secs()
+                );
+            } else {
+                tracing::warn!(
+                    target: "weir::fleet",
+                    peer = %addr,
+                    "{doing} failed; served here (the peer is skipped after {} timeouts in a row): {why}",
+                    crate::fleet::TIMEOUTS_BEFORE_BACKOFF
+                );
+            }
             None
         }
     }

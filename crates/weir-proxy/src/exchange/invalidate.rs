@@ -88,6 +88,7 @@ impl Exchange<'_> {
                 &fleet,
                 peer,
                 request,
+                fleet.peer_timeout(),
                 "telling a key's owner to drop its cached entry",
             )
             .await;
@@ -112,6 +113,10 @@ impl Proxy {
             &target.path,
             req.uri().query(),
         );
+        // Counted once dropped: a test waits for the count.
+        if let Some(fleet) = &self.fleet {
+            fleet.count(crate::metrics::FleetResult::Invalidated);
+        }
         super::local::unlogged(StatusCode::NO_CONTENT)
     }
 }

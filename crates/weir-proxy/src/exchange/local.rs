@@ -90,7 +90,13 @@ pub(crate) fn answer(
     head_only: bool,
 ) -> Response<ResponseBody> {
     record.status = local.status.as_u16();
-    let log = ResponseLog::new(record, local.outcome, !head_only);
+    // A `204` or `304` has no body for hyper to poll (RFC 9110 §6.4.1):
+    // its end is not a client that went away.
+    let bodiless = matches!(
+        local.status,
+        StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED
+    );
+    let log = ResponseLog::new(record, local.outcome, !head_only && !bodiless);
     let body = ResponseSource::Local(once(Bytes::from_static(local.body.as_bytes())));
     let mut resp = Response::new(SourceBody::new(pull(
         body,

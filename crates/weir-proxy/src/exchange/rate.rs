@@ -76,7 +76,7 @@ impl Proxy {
     /// did not answer (it is then in back-off, see `crate::fleet`).
     async fn owner_token(&self, rate: Rate, id: &[u8]) -> Option<Result<(), u64>> {
         let fleet = self.fleet.as_ref()?;
-        let (addr, epoch) = match fleet.rate_owner(id) {
+        let (addr, epoch) = match fleet.rate_owner(id)? {
             Owner::Here => return Some(fleet.take_token(rate, id)),
             Owner::Peer { addr, epoch } => (addr, epoch),
         };
@@ -90,9 +90,15 @@ impl Proxy {
         );
         fleet.mark(headers, epoch);
         fleet.count(FleetResult::RateAsked);
-        let resp = self
-            .send_to_peer(addr, ask, "asking a rate-limit key's owner for a token")
-            .await?;
+        let resp = super::fleet::send_to_peer(
+            &self.client,
+            fleet,
+            addr,
+            ask,
+            fleet.rate_timeout(),
+            "asking a rate-limit key's owner for a token",
+        )
+        .await?;
         match resp.status() {
             StatusCode::NO_CONTENT => Some(Ok(())),
             StatusCode::TOO_MANY_REQUESTS => Some(Err(resp

@@ -58,7 +58,6 @@ impl Fleet {
             return Admitted::RateAsk;
         }
         if headers.remove(INVALIDATE).is_some() {
-            self.metrics.fleet().count(FleetResult::Invalidated);
             return Admitted::Invalidate;
         }
         let theirs = epoch.and_then(|v| {

@@ -140,6 +140,17 @@ pub(crate) enum Owner {
     },
 }
 
+/// Why [`Fleet::owner_of`] placed a key where it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// Its owner on the ring.
+    Ring,
+    /// Its owner is in back-off: served here.
+    Down,
+    /// Its owner was at the bound on load: the next member under it.
+    Bounded,
+}
+
 /// The members as one replica sees them.
 #[derive(Debug)]
 struct Members {
@@ -169,17 +180,20 @@ impl Members {
     /// Puts `addr`, if a member, in back-off until `until_ms`; after a
     /// timeout (`timed_out`), only at the [`TIMEOUTS_BEFORE_BACKOFF`]th in
     /// a row.
-    fn set_down(&self, addr: SocketAddr, until_ms: u64, timed_out: bool) {
+    /// Says whether it is in back-off now.
+    fn set_down(&self, addr: SocketAddr, until_ms: u64, timed_out: bool) -> bool {
         if let Ok(i) = self.addrs.binary_search(&addr) {
             if timed_out {
                 let n = self.timeouts[i].fetch_add(1, Ordering::Relaxed) + 1;
                 if n < TIMEOUTS_BEFORE_BACKOFF {
-                    return;
+                    return false;
                 }
             }
             self.timeouts[i].store(0, Ordering::Relaxed);
             self.down_until[i].store(until_ms, Ordering::Relaxed);
+            return true;
         }
+        false
     }
 
     /// Keeps `old`'s back-off state (skipped until, timeouts in a row) for
@@ -242,6 +256,7 @@ pub struct Fleet {
     self_addr: SocketAddr,
     token: HeaderValue,
     peer_timeout: Duration,
+    rate_timeout: Duration,
     /// The kind of ring the members go on.
     ring: RingHash,
     /// `hash_balance_factor`: the most forwards in flight to one member,
@@ -319,6 +334,7 @@ impl Fleet {
             self_addr: settings.self_addr,
             token: HeaderValue::from_str(&settings.secret)?,
             peer_timeout: settings.peer_timeout,
+            rate_timeout: settings.rate_timeout,
             ring: settings.ring,
             balance_factor: settings.balance_factor,
             members: ArcSwap::from_pointee(members),
@@ -479,6 +495,11 @@ impl Fleet {
         self.peer_timeout
     }
 
+    /// How long a rate-limit ask waits for the owner's answer.
+    pub fn rate_timeout(&self) -> Duration {
+        self.rate_timeout
+    }
+
     /// The members now, sorted.
     pub fn members(&self) -> Vec<SocketAddr> {
         self.members.load().addrs.clone()
@@ -493,52 +514,6 @@ impl Fleet {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    /// Who serves the cache key `key`: its owner on the ring, or this
-    /// replica when that is this replica or an owner in back-off.
-    /// Under `hash_balance_factor`, an owner with more forwards in flight
-    /// from here than the bound is passed over for the next member on the
-    /// ring that is under it (see `load.rs`).
-    pub(crate) fn owner(&self, key: &str) -> Owner {
-        self.owner_of(key.as_bytes(), true)
-    }
-
-    /// The owner of cache key `key` on the ring, with no bound on load:
-    /// where its entry is stored.
-    pub(crate) fn ring_owner(&self, key: &str) -> Owner {
-        self.owner_of(key.as_bytes(), false)
-    }
-
-    /// Who serves the key `bytes` (see [`Fleet::owner`]); `bounded`: with
-    /// the bound on load, if there is one.
-    fn owner_of(&self, bytes: &[u8], bounded: bool) -> Owner {
-        let members = self.members.load();
-        let point = members.ring.key_point(bytes);
-        let bound = self
-            .balance_factor
-            .filter(|_| bounded)
-            .map(|f| members.bound(f));
-        let usable = |i: usize| match bound {
-            None => true,
-            Some(bound) => {
-                members.addrs[i] == self.self_addr
-                    || members.in_flight[i].load(Ordering::Relaxed) < bound
-            }
-        };
-        let Some(i) = members.ring.pick(point, members.addrs.len(), usable) else {
-            return Owner::Here;
-        };
-        if bound.is_some() && members.ring.pick(point, members.addrs.len(), |_| true) != Some(i) {
-            self.count(FleetResult::Bounded);
-        }
-        let addr = members.addrs[i];
-        if addr == self.self_addr || members.down_until[i].load(Ordering::Relaxed) > self.now_ms() {
-            return Owner::Here;
-        }
-        Owner::Peer {
-            addr,
-            epoch: members.epoch,
-        }
-    }
     /// The replica to peek at for `key`, which this replica owns now: its
     /// owner before the last change of members, while [`HANDOFF_WINDOW`]
     /// lasts, if that is another replica and not in back-off. It may have
@@ -565,15 +540,17 @@ impl Fleet {
     /// A forward or a peek to `addr` failed: skip it for [`PEER_BACKOFF`],
     /// as a member and as a previous owner; after a response-head timeout
     /// (`timed_out`), only once [`TIMEOUTS_BEFORE_BACKOFF`] came in a row.
-    pub(crate) fn peer_failed(&self, addr: SocketAddr, timed_out: bool) {
+    /// Says whether the peer is now skipped.
+    pub(crate) fn peer_failed(&self, addr: SocketAddr, timed_out: bool) -> bool {
         self.metrics.fleet().count(FleetResult::PeerError);
         let until = self
             .now_ms()
             .saturating_add(PEER_BACKOFF.as_millis() as u64);
-        self.members.load().set_down(addr, until, timed_out);
+        let mut skipped = self.members.load().set_down(addr, until, timed_out);
         if let Some(previous) = self.previous.load_full() {
-            previous.members.set_down(addr, until, timed_out);
+            skipped |= previous.members.set_down(addr, until, timed_out);
         }
+        skipped
     }
 
     /// A forward or a peek to `addr` got an answer.
@@ -603,6 +580,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod admit;
 mod endpoints;
 mod load;
+mod owner;
 pub(crate) mod rate;
 #[cfg(test)]
 mod tests;

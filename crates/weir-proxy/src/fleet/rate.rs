@@ -15,13 +15,18 @@
 
 use http::{HeaderMap, HeaderValue};
 
-use super::{Fleet, Owner, RATE_ASK};
+use super::{Fleet, Owner, RATE_ASK, Why};
 use crate::rate_limit::Rate;
 
 impl Fleet {
-    /// Who keeps the bucket `id`: this replica, or the peer to ask.
-    pub(crate) fn rate_owner(&self, id: &[u8]) -> Owner {
-        self.owner_of(id, false)
+    /// Who keeps the bucket `id`: this replica, or the peer to ask;
+    /// `None` while that peer is in back-off (the route's own bucket
+    /// decides meanwhile).
+    pub(crate) fn rate_owner(&self, id: &[u8]) -> Option<Owner> {
+        match self.owner_of(id, false) {
+            (_, Why::Down) => None,
+            (owner, _) => Some(owner),
+        }
     }
 
     /// Takes a token from bucket `id` of `rate` among the buckets this

@@ -17,6 +17,7 @@ fn settings(self_addr: &str, peers: &[&str], balance_factor: Option<u32>) -> Fle
         discovery: FleetDiscovery::Static(peers.iter().map(|p| p.parse().expect("addr")).collect()),
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        rate_timeout: Duration::from_millis(100),
         ring: RingHash::Ketama,
         balance_factor,
         l1_bytes: 0,
@@ -104,10 +105,10 @@ fn an_owner_at_the_bound_is_passed_over_until_its_forwards_end() {
     );
     assert_eq!(
         f.rate_owner(key.as_bytes()),
-        Owner::Peer {
+        Some(Owner::Peer {
             addr: owner,
             epoch: f.epoch()
-        }
+        })
     );
     drop(held);
     assert_eq!(
@@ -199,6 +200,11 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
     assert_eq!(f.owner(&key), Owner::Here, "the third in a row");
     f.peer_failed(addr, false);
     assert_eq!(f.owner(&key), Owner::Here);
+    assert_eq!(
+        f.rate_owner(key.as_bytes()),
+        None,
+        "a rate-limit ask is not made: the route's own bucket decides"
+    );
     // A reload keeps the back-off, and so does a change of members.
     let reloaded =
         Fleet::after(&settings(PEERS[0], &PEERS, None), metrics(), Some(&f)).expect("fleet");
@@ -226,6 +232,7 @@ async fn dns_discovery_follows_the_name_and_keeps_self() {
         },
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        rate_timeout: Duration::from_millis(100),
         ring: RingHash::Ketama,
         balance_factor: None,
         l1_bytes: 0,
@@ -268,6 +275,7 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
         discovery: FleetDiscovery::Static(four.iter().map(|p| p.parse().expect("a")).collect()),
         secret: "0123456789abcdef0123".to_owned(),
         peer_timeout: Duration::from_secs(1),
+        rate_timeout: Duration::from_millis(100),
         ring: RingHash::Ketama,
         balance_factor: None,
         l1_bytes: 0,

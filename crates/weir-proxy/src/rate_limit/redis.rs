@@ -157,7 +157,7 @@ impl RedisBuckets {
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(self.timeout))
                     .set_response_timeout(Some(self.timeout))
-                    .set_number_of_retries(1);
+                    .set_number_of_retries(0);
                 let m = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
                 self.manager.get_or_init(|| m).clone()
             }
