@@ -5,7 +5,8 @@
 //! Pinned: each key is fetched from the origin once for the whole fleet,
 //! whichever replicas the clients reach (three times without `[fleet]`);
 //! concurrent misses of one key sent to all replicas collapse into one
-//! fetch; a peer that stalls or answers garbage costs one short timeout,
+//! fetch; a stale key is served stale everywhere while its owner alone
+//! revalidates it; a peer that stalls or answers garbage costs one short timeout,
 //! is counted, and its keys are then served where they land, with no
 //! request failing.
 
@@ -26,7 +27,8 @@ use hyper_util::rt::TokioIo;
 const SECRET: &str = "fleet-test-secret-0123456789";
 
 /// An origin that answers `/k/...` with the path, cacheable for 5 minutes,
-/// counting fetches per path; `/slow/...` the same after 300 ms.
+/// counting fetches per path; `/slow/...` the same after 300 ms; `/swr/...`
+/// fresh for 1 s, then stale-while-revalidate for 60 s.
 struct CountingOrigin {
     addr: SocketAddr,
     hits: Arc<Mutex<HashMap<String, usize>>>,
@@ -75,8 +77,15 @@ impl CountingOrigin {
                             if path.starts_with("/slow/") {
                                 tokio::time::sleep(Duration::from_millis(300)).await;
                             }
+                            // `/swr/...`: stale after 1 s, then served stale
+                            // while one background fetch refreshes it.
+                            let cache_control = if path.starts_with("/swr/") {
+                                "max-age=1, stale-while-revalidate=60"
+                            } else {
+                                "max-age=300"
+                            };
                             let resp = http::Response::builder()
-                                .header("cache-control", "max-age=300")
+                                .header("cache-control", cache_control)
                                 .body(Full::new(Bytes::from(format!("origin {path}"))))
                                 .expect("response");
                             Ok::<_, std::convert::Infallible>(resp)
@@ -310,6 +319,76 @@ async fn three_replicas_fetch_each_key_once_and_collapse_misses_across_the_fleet
     }
     assert_eq!(origin.total(), 1050);
     assert_eq!(origin.peer_fields.load(Ordering::Relaxed), 0);
+}
+
+/// GET `path` of `site.test` from `target`: status, `X-Cache` and body.
+async fn get_site(target: SocketAddr, path: &str) -> (http::StatusCode, String, Bytes) {
+    let req = http::Request::get(format!("http://{target}{path}"))
+        .header(http::header::HOST, "site.test")
+        .body(Full::new(Bytes::new()))
+        .expect("request");
+    let resp = tokio::time::timeout(Duration::from_secs(10), client(false).request(req))
+        .await
+        .unwrap_or_else(|_| panic!("{path} via {target} timed out"))
+        .unwrap_or_else(|e| panic!("{path} via {target}: {e}"));
+    let status = resp.status();
+    let x_cache = resp
+        .headers()
+        .get("x-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, x_cache, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_revalidates_a_stale_key_once_for_the_whole_fleet() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas = start_fleet(&origin, &addrs, "peer_timeout = \"10s\"");
+    let keys: Vec<String> = (0..20).map(|i| format!("/swr/{i}")).collect();
+    // Each key asked through every replica: one fetch each.
+    for key in &keys {
+        for r in &replicas {
+            let (status, _, body) = get_site(r.addr, key).await;
+            assert_eq!(status, 200, "{key} via {}", r.addr);
+            assert_eq!(body, format!("origin {key}"));
+        }
+    }
+    assert_eq!(origin.total(), 20);
+
+    // Past max-age: every replica's answer is the owner's stale entry (or,
+    // once the owner's one background fetch has landed, the fresh one),
+    // never a wait for the origin and never a fetch of each replica's own.
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    for key in &keys {
+        for (n, r) in replicas.iter().enumerate() {
+            let (status, x_cache, body) = get_site(r.addr, key).await;
+            assert_eq!(status, 200, "{key} via {}", r.addr);
+            assert_eq!(body, format!("origin {key}"));
+            if n == 0 {
+                assert_eq!(x_cache, "STALE", "{key} via {}", r.addr);
+            } else {
+                assert!(
+                    x_cache == "STALE" || x_cache == "HIT",
+                    "{key} via {}: X-Cache {x_cache}",
+                    r.addr
+                );
+            }
+        }
+    }
+    // The background refreshes land: one per key, made by its owner.
+    let start = Instant::now();
+    while origin.total() < 40 && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let twice: Vec<_> = origin.hits().into_iter().filter(|(_, n)| *n != 2).collect();
+    assert!(twice.is_empty(), "fetches per key other than 2: {twice:?}");
+    for r in &replicas {
+        assert_eq!(r.fleet_count("peer_error").await, 0, "{}", r.log_text());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
