@@ -197,15 +197,15 @@ impl Members {
     }
 
     /// Keeps `old`'s back-off state (skipped until, timeouts in a row) for
-    /// the members both lists have; `shift` maps a time of `old`'s clock
-    /// to this one's. So a reload or a change of members does not forget
-    /// a stalled peer.
-    fn keep_state(&self, old: &Members, shift: impl Fn(u64) -> u64) {
+    /// the members both lists have (both on one clock: a reload keeps the
+    /// fleet's). So a reload or a change of members does not forget a
+    /// stalled peer.
+    fn keep_state(&self, old: &Members) {
         for (i, addr) in self.addrs.iter().enumerate() {
             if let Ok(j) = old.addrs.binary_search(addr) {
                 let until = old.down_until[j].load(Ordering::Relaxed);
                 if until > 0 {
-                    self.down_until[i].store(shift(until), Ordering::Relaxed);
+                    self.down_until[i].store(until, Ordering::Relaxed);
                 }
                 let timeouts = old.timeouts[j].load(Ordering::Relaxed);
                 self.timeouts[i].store(timeouts, Ordering::Relaxed);
@@ -339,7 +339,9 @@ impl Fleet {
             balance_factor: settings.balance_factor,
             members: ArcSwap::from_pointee(members),
             previous: arc_swap::ArcSwapOption::empty(),
-            started: Instant::now(),
+            // One clock across reloads, so that back-off times and the
+            // handoff window carry over as they are.
+            started: before.map_or_else(Instant::now, |b| b.started),
             bad_token_logged: AtomicU64::new(0),
             buckets: before.map(|b| Arc::clone(&b.buckets)).unwrap_or_default(),
             metrics,
@@ -348,20 +350,12 @@ impl Fleet {
             None => fleet.joined(),
             Some(before) => {
                 let old = before.members.load_full();
-                let (then, now) = (before.now_ms(), fleet.now_ms());
-                fleet
-                    .members
-                    .load()
-                    .keep_state(&old, |t| t.saturating_sub(then).saturating_add(now));
+                fleet.members.load().keep_state(&old);
                 if old.addrs != fleet.members.load().addrs {
                     fleet.keep_previous(old);
-                } else if let Some(p) = before.previous.load_full() {
-                    // Still within an earlier change's window.
-                    let left = p.until_ms.saturating_sub(before.now_ms());
-                    fleet.previous.store(Some(Arc::new(Previous {
-                        members: Arc::clone(&p.members),
-                        until_ms: left,
-                    })));
+                } else {
+                    // Still within an earlier change's window, if any.
+                    fleet.previous.store(before.previous.load_full());
                 }
             }
         }
@@ -466,7 +460,7 @@ impl Fleet {
         if next.addrs == self.members.load().addrs {
             return;
         }
-        next.keep_state(&self.members.load(), |t| t);
+        next.keep_state(&self.members.load());
         tracing::info!(
             target: "weir::fleet",
             members = next.addrs.len(),

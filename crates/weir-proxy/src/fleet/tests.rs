@@ -310,6 +310,53 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
 }
 
 #[test]
+fn a_reload_long_after_a_back_off_ended_still_hands_off_from_that_peer() {
+    let mut old = fleet(PEERS[0], &PEERS);
+    // This replica has run for two minutes.
+    let started = Instant::now()
+        .checked_sub(Duration::from_secs(120))
+        .expect("an instant two minutes ago");
+    Arc::get_mut(&mut old).expect("one handle").started = started;
+    let gone: SocketAddr = PEERS[2].parse().expect("addr");
+    let two = fleet(PEERS[0], &PEERS[..2]);
+    let key = (0..500)
+        .map(|k| format!("k{k}"))
+        .find(|k| {
+            matches!(old.owner(k), Owner::Peer { addr, .. } if addr == gone)
+                && two.owner(k) == Owner::Here
+        })
+        .expect("a key the third replica owns and this one gets without it");
+    // It was skipped once, a minute ago; the back-off has long ended.
+    old.peer_failed(gone, false);
+    let members = old.members.load();
+    let i = members.addrs.binary_search(&gone).expect("a member");
+    members.down_until[i].store(old.now_ms() - 60_000, Ordering::Relaxed);
+    assert!(matches!(old.owner(&key), Owner::Peer { addr, .. } if addr == gone));
+
+    // It leaves the ring by a reload: its keys are handed off from it.
+    let new = Fleet::after(
+        &settings(PEERS[0], &PEERS[..2], None),
+        metrics(),
+        Some(&old),
+    )
+    .expect("fleet");
+    assert_eq!(new.owner(&key), Owner::Here);
+    assert_eq!(
+        new.previous_owner(&key),
+        Some(gone),
+        "peek at the replica that left"
+    );
+    // A second reload with the same members keeps the handoff window.
+    let again = Fleet::after(
+        &settings(PEERS[0], &PEERS[..2], None),
+        metrics(),
+        Some(&new),
+    )
+    .expect("fleet");
+    assert_eq!(again.previous_owner(&key), Some(gone));
+}
+
+#[test]
 fn set_members_adds_self_and_ignores_an_unchanged_list() {
     let f = fleet(PEERS[0], &PEERS);
     let epoch = f.epoch();
