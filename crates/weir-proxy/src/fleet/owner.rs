@@ -29,10 +29,18 @@ impl Fleet {
         owner
     }
 
-    /// The owner of cache key `key` on the ring, with no bound on load:
-    /// where its entry is stored.
+    /// The owner of cache key `key` on the ring, with no bound on load and
+    /// in back-off or not: where the fleet's entry for it is stored.
     pub(crate) fn ring_owner(&self, key: &str) -> Owner {
-        self.owner_of(key.as_bytes(), false).0
+        let members = self.members.load();
+        let point = members.ring.key_point(key.as_bytes());
+        match members.ring.pick(point, members.addrs.len(), |_| true) {
+            Some(i) if members.addrs[i] != self.self_addr => Owner::Peer {
+                addr: members.addrs[i],
+                epoch: members.epoch,
+            },
+            _ => Owner::Here,
+        }
     }
 
     /// Who serves the key `bytes` (see [`Fleet::owner`]), and why;

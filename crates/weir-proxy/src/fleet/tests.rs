@@ -205,6 +205,10 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
         None,
         "a rate-limit ask is not made: the route's own bucket decides"
     );
+    assert!(
+        matches!(f.ring_owner(&key), Owner::Peer { addr: a, .. } if a == addr),
+        "an invalidation still goes to the owner, which holds the entry"
+    );
     // A reload keeps the back-off, and so does a change of members.
     let reloaded =
         Fleet::after(&settings(PEERS[0], &PEERS, None), metrics(), Some(&f)).expect("fleet");
