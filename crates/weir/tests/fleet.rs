@@ -28,7 +28,8 @@ const SECRET: &str = "fleet-test-secret-0123456789";
 
 /// An origin that answers `/k/...` with the path, cacheable for 5 minutes,
 /// counting fetches per path; `/slow/...` the same after 300 ms; `/swr/...`
-/// fresh for 1 s, then stale-while-revalidate for 60 s.
+/// fresh for 1 s, then stale-while-revalidate for 60 s; `/refused/...` a
+/// `403` with `X-Weir-Fleet-Refused: token`.
 struct CountingOrigin {
     addr: SocketAddr,
     hits: Arc<Mutex<HashMap<String, usize>>>,
@@ -84,7 +85,18 @@ impl CountingOrigin {
                             } else {
                                 "max-age=300"
                             };
-                            let resp = http::Response::builder()
+                            // `/refused/...`: a 403 that looks like a
+                            // replica's refusal of a peer token.
+                            let (status, refused) = if path.starts_with("/refused/") {
+                                (403, "token")
+                            } else {
+                                (200, "")
+                            };
+                            let mut resp = http::Response::builder().status(status);
+                            if !refused.is_empty() {
+                                resp = resp.header("x-weir-fleet-refused", refused);
+                            }
+                            let resp = resp
                                 .header("cache-control", cache_control)
                                 .body(Full::new(Bytes::from(format!("origin {path}"))))
                                 .expect("response");
@@ -389,6 +401,41 @@ async fn the_owner_revalidates_a_stale_key_once_for_the_whole_fleet() {
     for r in &replicas {
         assert_eq!(r.fleet_count("peer_error").await, 0, "{}", r.log_text());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_fleet_fields_neither_fail_a_forward_nor_reach_the_client() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas = start_fleet(&origin, &addrs, "peer_timeout = \"10s\"");
+    // A client's own X-Weir-Fleet-Refused on the way in, and the origin's
+    // 403 with it on the way back: the owner's answer is relayed as an
+    // answer, not taken for a refusal of the peer token.
+    let client = client(false);
+    for i in 0..12 {
+        let path = format!("/refused/{i}");
+        let target = addrs[i % 3];
+        let req = http::Request::get(format!("http://{target}{path}"))
+            .header(http::header::HOST, "site.test")
+            .header("x-weir-fleet-refused", "token")
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = client.request(req).await.expect("response");
+        assert_eq!(resp.status(), 403, "{path} via {target}");
+        assert!(
+            resp.headers().get("x-weir-fleet-refused").is_none(),
+            "{path} via {target}: the origin's fleet field reached the client"
+        );
+        resp.into_body().collect().await.expect("body");
+    }
+    assert_eq!(origin.total(), 12, "each key fetched once, by its owner");
+    assert_eq!(origin.peer_fields.load(Ordering::Relaxed), 0);
+    let mut forwarded = 0;
+    for r in &replicas {
+        assert_eq!(r.fleet_count("peer_error").await, 0, "{}", r.log_text());
+        forwarded += r.fleet_count("forwarded").await;
+    }
+    assert!(forwarded >= 4, "forwarded {forwarded} of 12");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use http::HeaderMap;
 
 use super::{
-    Admitted, BAD_TOKEN_LOG_MS, Fleet, INVALIDATE, PEEK, PEER_TOKEN, RATE_ASK, RING_EPOCH,
+    Admitted, BAD_TOKEN_LOG_MS, Fleet, INVALIDATE, PEEK, PEER_TOKEN, RATE_ASK, REFUSED, RING_EPOCH,
     constant_time_eq,
 };
 use crate::metrics::FleetResult;
@@ -20,6 +20,8 @@ impl Fleet {
         let token = headers.remove(PEER_TOKEN);
         let epoch = headers.remove(RING_EPOCH);
         let peek = headers.remove(PEEK).is_some();
+        // A response field: no request has a use for it.
+        headers.remove(REFUSED);
         let valid = token
             .as_ref()
             .map(|t| constant_time_eq(t.as_bytes(), self.token.as_bytes()));

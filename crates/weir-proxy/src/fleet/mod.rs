@@ -67,7 +67,7 @@ pub const TIMEOUTS_BEFORE_BACKOFF: u32 = 3;
 /// Removes the peer fields from a request on a replica without
 /// `[fleet]`; says [`Admitted::Client`].
 pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
-    for name in [PEER_TOKEN, RING_EPOCH, PEEK, RATE_ASK, INVALIDATE] {
+    for name in [PEER_TOKEN, RING_EPOCH, PEEK, RATE_ASK, INVALIDATE, REFUSED] {
         headers.remove(name);
     }
     Admitted::Client
@@ -75,7 +75,7 @@ pub(crate) fn strip(headers: &mut HeaderMap) -> Admitted {
 
 /// The field of a peek: a peer asking for this replica's cached entry only.
 /// On a miss the answer is a `404` with this field set to `miss`.
-pub const PEEK: HeaderName = HeaderName::from_static("x-weir-fleet-peek");
+pub const PEEK: HeaderName = crate::headers::FLEET_PEEK;
 
 /// The field of a peer's ask for a rate-limit token (see `fleet/rate.rs`):
 /// `<per_second> <burst> <id>`, the id in hex (see
@@ -114,7 +114,7 @@ pub(crate) enum Admitted {
 
 /// The field of the `403` a request with a wrong peer token gets: the
 /// forwarding replica takes it as a failed forward.
-pub const REFUSED: HeaderName = HeaderName::from_static("x-weir-fleet-refused");
+pub const REFUSED: HeaderName = crate::headers::FLEET_REFUSED;
 
 /// The most often a wrong peer token is logged: once per this many ms.
 const BAD_TOKEN_LOG_MS: u64 = 10_000;
