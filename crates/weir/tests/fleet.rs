@@ -580,9 +580,19 @@ async fn an_unsafe_method_anywhere_drops_the_owners_entry() {
     );
 }
 
-/// A member that accepts connections and never answers (`stall`), or
-/// answers garbage.
-async fn bad_peer(addr: SocketAddr, stall: bool) -> tokio::task::JoinHandle<()> {
+/// How [`bad_peer`] misbehaves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Bad {
+    /// Accepts connections and never answers.
+    Stall,
+    /// Answers with bytes that are not HTTP.
+    Garbage,
+    /// Answers a head for 100,000 bytes, sends 1,000 and closes.
+    MidBody,
+}
+
+/// A member that misbehaves as `bad` says.
+async fn bad_peer(addr: SocketAddr, bad: Bad) -> tokio::task::JoinHandle<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -592,20 +602,26 @@ async fn bad_peer(addr: SocketAddr, stall: bool) -> tokio::task::JoinHandle<()> 
             tokio::spawn(async move {
                 let mut buf = [0u8; 4096];
                 let _ = s.read(&mut buf).await;
-                if stall {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                } else {
-                    let _ = s.write_all(b"NOT HTTP AT ALL\r\n\r\n").await;
+                match bad {
+                    Bad::Stall => tokio::time::sleep(Duration::from_secs(60)).await,
+                    Bad::Garbage => {
+                        let _ = s.write_all(b"NOT HTTP AT ALL\r\n\r\n").await;
+                    }
+                    Bad::MidBody => {
+                        let head = "HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n";
+                        let _ = s.write_all(head.as_bytes()).await;
+                        let _ = s.write_all(&[b'x'; 1000]).await;
+                    }
                 }
             });
         }
     })
 }
 
-async fn a_bad_peer_costs_one_short_timeout_and_no_failed_request(stall: bool) {
+async fn a_bad_peer_costs_one_short_timeout_and_no_failed_request(bad: Bad) {
     let origin = CountingOrigin::start().await;
     let addrs = addresses();
-    let bad = bad_peer(addrs[2], stall).await;
+    let bad = bad_peer(addrs[2], bad).await;
     let extra = "peer_timeout = \"300ms\"";
     let replicas: Vec<Replica> = addrs[..2]
         .iter()
@@ -643,12 +659,59 @@ async fn a_bad_peer_costs_one_short_timeout_and_no_failed_request(stall: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_peer_costs_one_short_timeout_and_no_failed_request() {
-    a_bad_peer_costs_one_short_timeout_and_no_failed_request(true).await;
+    a_bad_peer_costs_one_short_timeout_and_no_failed_request(Bad::Stall).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_answering_garbage_is_skipped_and_no_request_fails() {
-    a_bad_peer_costs_one_short_timeout_and_no_failed_request(false).await;
+    a_bad_peer_costs_one_short_timeout_and_no_failed_request(Bad::Garbage).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_breaks_off_a_body_is_skipped_after_the_first() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let bad = bad_peer(addrs[2], Bad::MidBody).await;
+    let replica = Replica::start(
+        addrs[0],
+        origin.addr,
+        &fleet_table(addrs[0], &addrs, "peer_timeout = \"10s\""),
+    );
+    // One request at a time, about a third of them owned by the bad peer.
+    // The first of those is cut short: its head was relayed before the
+    // body broke, so nothing can replace it. Then the peer is skipped and
+    // its keys are served here.
+    let mut cut = Vec::new();
+    for i in 0..60 {
+        let path = format!("/k/{i}");
+        let req = http::Request::get(format!("http://{}{path}", replica.addr))
+            .header(http::header::HOST, "site.test")
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = tokio::time::timeout(Duration::from_secs(10), client(false).request(req))
+            .await
+            .expect("an answer in time")
+            .expect("a response head");
+        assert_eq!(resp.status(), 200, "{path}");
+        match resp.into_body().collect().await {
+            Ok(body) => assert_eq!(body.to_bytes(), format!("origin {path}")),
+            Err(_) => cut.push(i),
+        }
+    }
+    assert!(
+        !cut.is_empty() && cut.len() <= 2 && cut[cut.len() - 1] < 40,
+        "answers cut short: {cut:?}\n{}",
+        replica.log_text()
+    );
+    assert!(replica.fleet_count("peer_error").await >= 1);
+    assert!(
+        replica
+            .log_text()
+            .contains("broke off its answer's body (the client's answer was cut short); the peer is skipped for 5s"),
+        "{}",
+        replica.log_text()
+    );
+    bad.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

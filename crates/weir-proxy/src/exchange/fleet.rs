@@ -30,6 +30,7 @@ use super::cache_hook::CacheHook;
 use super::context::{Exchange, PeerAsk};
 use super::local::Local;
 use super::sent::Sent;
+use crate::access_log::{BodyBlame, BodyEnd};
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::cache::Lookup;
 use crate::fleet::Owner;
@@ -243,11 +244,17 @@ impl Exchange<'_> {
         Some(forward)
     }
 
-    /// The owner's answer, downstream: its head through the response head
-    /// filter, its body as it comes. The owner already ran the route's
-    /// cache and transforms on it, so neither runs again here; with an L1,
-    /// the answer fills it (or, a `304` to its validators, refreshes it).
-    pub(crate) fn relay_from_owner(mut self, resp: Response<PooledBody>) -> Response<ResponseBody> {
+    /// The answer of the owner at `owner`, downstream: its head through
+    /// the response head filter, its body as it comes. The owner already
+    /// ran the route's cache and transforms on it, so neither runs again
+    /// here; with an L1, the answer fills it (or, a `304` to its
+    /// validators, refreshes it). A body the owner breaks off counts
+    /// against it as a failed forward would (see [`blame_owner`]).
+    pub(crate) fn relay_from_owner(
+        mut self,
+        resp: Response<PooledBody>,
+        owner: SocketAddr,
+    ) -> Response<ResponseBody> {
         let resp = match self.cache.as_mut().map(|hook| hook.after_send(Ok(resp))) {
             Some(Sent::Cached(hit)) => return self.respond_from_owner_copy(hit),
             Some(Sent::Response(resp)) => resp,
@@ -262,6 +269,11 @@ impl Exchange<'_> {
             return self.answer(Local::bad_gateway("502 Bad Gateway\n"));
         }
         let empty = self.bodiless(parts.status, &body);
+        if !empty && let Some(fleet) = self.proxy.fleet.clone() {
+            self.record.body_blame = Some(BodyBlame(Box::new(move |end| {
+                blame_owner(&fleet, owner, end);
+            })));
+        }
         let source = self.upstream_source(body, empty);
         self.transforms = None;
         self.ssr = None;
@@ -404,6 +416,29 @@ pub(super) async fn send_to_peer(
             None
         }
     }
+}
+
+/// How the body of the answer relayed from the owner at `owner` ended: one
+/// broken off (the client's answer is cut short, nothing can replace it
+/// now) puts the owner in back-off at once, as a bad answer would; one
+/// that stalled past `body_idle_timeout` counts as a timeout.
+fn blame_owner(fleet: &crate::fleet::Fleet, owner: SocketAddr, end: BodyEnd) {
+    let (timed_out, what) = match end {
+        BodyEnd::Clean => return,
+        BodyEnd::Failed => (false, "broke off"),
+        BodyEnd::TimedOut => (true, "stalled past body_idle_timeout in"),
+    };
+    let skipped = fleet.peer_failed(owner, timed_out);
+    tracing::warn!(
+        target: "weir::fleet",
+        peer = %owner,
+        "a key's owner {what} its answer's body (the client's answer was cut short){}",
+        if skipped {
+            format!("; the peer is skipped for {}s", crate::fleet::PEER_BACKOFF.as_secs())
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// Whether a request may be answered by the key's owner: a `GET` or

@@ -156,7 +156,7 @@ impl Exchange<'_> {
                 return self.respond_from_owner_copy(hit);
             }
             if let Some(resp) = Box::pin(self.fleet_forward(&req, owner, epoch)).await {
-                return self.relay_from_owner(resp);
+                return self.relay_from_owner(resp, owner);
             }
             self.leave_l1();
         }
