@@ -33,7 +33,7 @@ use super::sent::Sent;
 use crate::access_log::{BodyBlame, BodyEnd};
 use crate::body::response::{ResponseBody, ResponseSource};
 use crate::cache::Lookup;
-use crate::fleet::Owner;
+use crate::fleet::{Lane, Owner};
 use crate::headers;
 use crate::metrics::FleetResult;
 use crate::proxy::Proxy;
@@ -351,18 +351,28 @@ impl Proxy {
         doing: &str,
     ) -> Option<Response<PooledBody>> {
         let fleet = self.fleet.as_deref()?;
-        send_to_peer(&self.client, fleet, addr, req, fleet.peer_timeout(), doing).await
+        let timeout = fleet.peer_timeout();
+        send_to_peer(
+            &self.client,
+            fleet,
+            addr,
+            req,
+            (Lane::Forward, timeout),
+            doing,
+        )
+        .await
     }
 }
 
-/// [`Proxy::send_to_peer`] with the client, the fleet and the deadline for
-/// the response head given (for a task of its own, or a rate-limit ask).
+/// [`Proxy::send_to_peer`] with the client, the fleet, and the lane whose
+/// failures count and the deadline for the response head given (for a
+/// task of its own, or a rate-limit ask).
 pub(super) async fn send_to_peer(
     client: &crate::upstream::UpstreamClient,
     fleet: &crate::fleet::Fleet,
     addr: SocketAddr,
     req: Request<crate::body::request::RequestBody>,
-    timeout: std::time::Duration,
+    (lane, timeout): (Lane, std::time::Duration),
     doing: &str,
 ) -> Option<Response<PooledBody>> {
     let authority: Authority = addr.to_string().parse().ok()?;
@@ -394,11 +404,11 @@ pub(super) async fn send_to_peer(
     });
     match sent {
         Ok(resp) => {
-            fleet.peer_answered(addr);
+            fleet.peer_answered(addr, lane);
             Some(resp)
         }
         Err((why, timed_out)) => {
-            if fleet.peer_failed(addr, timed_out) {
+            if fleet.peer_failed(addr, lane, timed_out) {
                 tracing::warn!(
                     target: "weir::fleet",
                     peer = %addr,
@@ -428,7 +438,7 @@ fn blame_owner(fleet: &crate::fleet::Fleet, owner: SocketAddr, end: BodyEnd) {
         BodyEnd::Failed => (false, "broke off"),
         BodyEnd::TimedOut => (true, "stalled past body_idle_timeout in"),
     };
-    let skipped = fleet.peer_failed(owner, timed_out);
+    let skipped = fleet.peer_failed(owner, Lane::Forward, timed_out);
     tracing::warn!(
         target: "weir::fleet",
         peer = %owner,

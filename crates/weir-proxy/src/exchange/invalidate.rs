@@ -35,7 +35,7 @@ impl Exchange<'_> {
             &self.target.path,
             req.uri().query(),
         );
-        let Owner::Peer { addr, epoch } = fleet.ring_owner(&key) else {
+        let Owner::Peer { addr, epoch } = fleet.ring_owner(key.as_bytes()) else {
             return;
         };
         let Some(mut request) = self.peer_request(req, &addr.to_string(), epoch) else {
@@ -88,7 +88,7 @@ impl Exchange<'_> {
                 &fleet,
                 peer,
                 request,
-                fleet.peer_timeout(),
+                (crate::fleet::Lane::Forward, fleet.peer_timeout()),
                 "telling a key's owner to drop its cached entry",
             )
             .await;

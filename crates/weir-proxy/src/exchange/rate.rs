@@ -95,7 +95,7 @@ impl Proxy {
             fleet,
             addr,
             ask,
-            fleet.rate_timeout(),
+            (crate::fleet::Lane::Rate, fleet.rate_timeout()),
             "asking a rate-limit key's owner for a token",
         )
         .await?;

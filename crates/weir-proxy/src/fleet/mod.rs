@@ -151,6 +151,19 @@ enum Why {
     Bounded,
 }
 
+/// What a peer is asked for, each with its own failure count and
+/// back-off: a client can make a forward time out (a slow origin behind
+/// the owner), but not a rate-limit ask, which the owner answers from
+/// memory, so forwards that time out do not turn the shared rate limits
+/// off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// Forwards, peeks and invalidations.
+    Forward = 0,
+    /// Rate-limit asks (`rate.rs`).
+    Rate = 1,
+}
+
 /// The members as one replica sees them.
 #[derive(Debug)]
 struct Members {
@@ -159,38 +172,42 @@ struct Members {
     ring: Ring,
     /// A digest of `addrs`: equal on replicas that agree.
     epoch: u64,
-    /// Per member, the time (ms since the fleet started) until which it is
-    /// skipped after a failure.
-    down_until: Vec<AtomicU64>,
-    /// Per member, response-head timeouts in a row.
-    timeouts: Vec<std::sync::atomic::AtomicU32>,
+    /// Per member and [`Lane`], the time (ms since the fleet started)
+    /// until which it is skipped after a failure.
+    down_until: Vec<[AtomicU64; 2]>,
+    /// Per member and [`Lane`], response-head timeouts in a row.
+    timeouts: Vec<[std::sync::atomic::AtomicU32; 2]>,
     /// Per member, forwards from this replica waiting for its response
     /// head (see `load.rs`).
     in_flight: Vec<std::sync::atomic::AtomicU32>,
 }
 
 impl Members {
-    /// Whether `addr` is a member in back-off at `now_ms`.
-    fn is_down(&self, addr: SocketAddr, now_ms: u64) -> bool {
+    /// Whether `addr` is a member in back-off for `lane` at `now_ms`.
+    fn is_down(&self, addr: SocketAddr, lane: Lane, now_ms: u64) -> bool {
         self.addrs
             .binary_search(&addr)
-            .is_ok_and(|i| self.down_until[i].load(Ordering::Relaxed) > now_ms)
+            .is_ok_and(|i| self.down_until[i][lane as usize].load(Ordering::Relaxed) > now_ms)
     }
 
-    /// Puts `addr`, if a member, in back-off until `until_ms`; after a
-    /// timeout (`timed_out`), only at the [`TIMEOUTS_BEFORE_BACKOFF`]th in
-    /// a row.
+    /// Puts `addr`, if a member, in back-off for `lane` until
+    /// `until_ms`; after a timeout (`timed_out`), only at the
+    /// [`TIMEOUTS_BEFORE_BACKOFF`]th in a row.
     /// Says whether it is in back-off now.
-    fn set_down(&self, addr: SocketAddr, until_ms: u64, timed_out: bool) -> bool {
+    fn set_down(&self, addr: SocketAddr, lane: Lane, until_ms: u64, timed_out: bool) -> bool {
         if let Ok(i) = self.addrs.binary_search(&addr) {
+            let (timeouts, down_until) = (
+                &self.timeouts[i][lane as usize],
+                &self.down_until[i][lane as usize],
+            );
             if timed_out {
-                let n = self.timeouts[i].fetch_add(1, Ordering::Relaxed) + 1;
+                let n = timeouts.fetch_add(1, Ordering::Relaxed) + 1;
                 if n < TIMEOUTS_BEFORE_BACKOFF {
                     return false;
                 }
             }
-            self.timeouts[i].store(0, Ordering::Relaxed);
-            self.down_until[i].store(until_ms, Ordering::Relaxed);
+            timeouts.store(0, Ordering::Relaxed);
+            down_until.store(until_ms, Ordering::Relaxed);
             return true;
         }
         false
@@ -203,20 +220,22 @@ impl Members {
     fn keep_state(&self, old: &Members) {
         for (i, addr) in self.addrs.iter().enumerate() {
             if let Ok(j) = old.addrs.binary_search(addr) {
-                let until = old.down_until[j].load(Ordering::Relaxed);
-                if until > 0 {
-                    self.down_until[i].store(until, Ordering::Relaxed);
+                for lane in [Lane::Forward, Lane::Rate] {
+                    let l = lane as usize;
+                    let until = old.down_until[j][l].load(Ordering::Relaxed);
+                    self.down_until[i][l].store(until, Ordering::Relaxed);
+                    let timeouts = old.timeouts[j][l].load(Ordering::Relaxed);
+                    self.timeouts[i][l].store(timeouts, Ordering::Relaxed);
                 }
-                let timeouts = old.timeouts[j].load(Ordering::Relaxed);
-                self.timeouts[i].store(timeouts, Ordering::Relaxed);
             }
         }
     }
 
-    /// `addr` answered: its timeouts in a row start again from 0.
-    fn answered(&self, addr: SocketAddr) {
+    /// `addr` answered on `lane`: its timeouts in a row there start again
+    /// from 0.
+    fn answered(&self, addr: SocketAddr, lane: Lane) {
         if let Ok(i) = self.addrs.binary_search(&addr) {
-            self.timeouts[i].store(0, Ordering::Relaxed);
+            self.timeouts[i][lane as usize].store(0, Ordering::Relaxed);
         }
     }
 
@@ -231,11 +250,8 @@ impl Members {
             RingHash::Ketama => ";ketama",
         };
         let epoch = hash(format!("{}{kind_tag}", names.join(",")).as_bytes());
-        let down_until = addrs.iter().map(|_| AtomicU64::new(0)).collect();
-        let timeouts = addrs
-            .iter()
-            .map(|_| std::sync::atomic::AtomicU32::new(0))
-            .collect();
+        let down_until = addrs.iter().map(|_| Default::default()).collect();
+        let timeouts = addrs.iter().map(|_| Default::default()).collect();
         let in_flight = addrs
             .iter()
             .map(|_| std::sync::atomic::AtomicU32::new(0))
@@ -526,30 +542,33 @@ impl Fleet {
                 true
             })?;
         let addr = old.addrs[i];
-        let down = old.down_until[i].load(Ordering::Relaxed) > now
-            || self.members.load().is_down(addr, now);
+        let down = old.is_down(addr, Lane::Forward, now)
+            || self.members.load().is_down(addr, Lane::Forward, now);
         (addr != self.self_addr && !down).then_some(addr)
     }
 
-    /// A forward or a peek to `addr` failed: skip it for [`PEER_BACKOFF`],
-    /// as a member and as a previous owner; after a response-head timeout
-    /// (`timed_out`), only once [`TIMEOUTS_BEFORE_BACKOFF`] came in a row.
+    /// An ask of `lane` to `addr` failed: skip it there for
+    /// [`PEER_BACKOFF`] (for forwards, as a member and as a previous
+    /// owner); after a response-head timeout (`timed_out`), only once
+    /// [`TIMEOUTS_BEFORE_BACKOFF`] came in a row.
     /// Says whether the peer is now skipped.
-    pub(crate) fn peer_failed(&self, addr: SocketAddr, timed_out: bool) -> bool {
+    pub(crate) fn peer_failed(&self, addr: SocketAddr, lane: Lane, timed_out: bool) -> bool {
         self.metrics.fleet().count(FleetResult::PeerError);
         let until = self
             .now_ms()
             .saturating_add(PEER_BACKOFF.as_millis() as u64);
-        let mut skipped = self.members.load().set_down(addr, until, timed_out);
-        if let Some(previous) = self.previous.load_full() {
-            skipped |= previous.members.set_down(addr, until, timed_out);
+        let mut skipped = self.members.load().set_down(addr, lane, until, timed_out);
+        if lane == Lane::Forward
+            && let Some(previous) = self.previous.load_full()
+        {
+            skipped |= previous.members.set_down(addr, lane, until, timed_out);
         }
         skipped
     }
 
-    /// A forward or a peek to `addr` got an answer.
-    pub(crate) fn peer_answered(&self, addr: SocketAddr) {
-        self.members.load().answered(addr);
+    /// An ask of `lane` to `addr` got an answer.
+    pub(crate) fn peer_answered(&self, addr: SocketAddr, lane: Lane) {
+        self.members.load().answered(addr, lane);
     }
 
     /// Adds the peer fields to a request forwarded with ring `epoch`.

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Fleet, Owner, Why};
+use super::{Fleet, Lane, Owner, Why};
 use crate::metrics::FleetResult;
 
 impl Fleet {
@@ -29,11 +29,12 @@ impl Fleet {
         owner
     }
 
-    /// The owner of cache key `key` on the ring, with no bound on load and
-    /// in back-off or not: where the fleet's entry for it is stored.
-    pub(crate) fn ring_owner(&self, key: &str) -> Owner {
+    /// The owner of key `key` on the ring, with no bound on load and in
+    /// back-off or not: where the fleet's cache entry or rate-limit bucket
+    /// for it is kept.
+    pub(crate) fn ring_owner(&self, key: &[u8]) -> Owner {
         let members = self.members.load();
-        let point = members.ring.key_point(key.as_bytes());
+        let point = members.ring.key_point(key);
         match members.ring.pick(point, members.addrs.len(), |_| true) {
             Some(i) if members.addrs[i] != self.self_addr => Owner::Peer {
                 addr: members.addrs[i],
@@ -73,7 +74,7 @@ impl Fleet {
         if addr == self.self_addr {
             return (Owner::Here, why);
         }
-        if members.down_until[i].load(Ordering::Relaxed) > self.now_ms() {
+        if members.down_until[i][Lane::Forward as usize].load(Ordering::Relaxed) > self.now_ms() {
             return (Owner::Here, Why::Down);
         }
         let peer = Owner::Peer {

@@ -7,25 +7,31 @@
 //! `Retry-After`, before routing and without an access log line.
 //!
 //! So the whole fleet admits a key's rate once, whichever replicas the
-//! clients reach. When the owner cannot be asked (down, in back-off, no
-//! answer within `peer_timeout`), the asking replica takes the token from
+//! clients reach. When the owner cannot be asked (down, no answer within
+//! `rate_timeout`, in back-off after such failures of rate-limit asks:
+//! failed forwards do not count), the asking replica takes the token from
 //! the route's own bucket: the limit holds per replica until the owner is
 //! back. While replicas disagree about the members, a key may have two
 //! owners for a moment.
 
 use http::{HeaderMap, HeaderValue};
 
-use super::{Fleet, Owner, RATE_ASK, Why};
+use super::{Fleet, Lane, Owner, RATE_ASK};
 use crate::rate_limit::Rate;
 
 impl Fleet {
     /// Who keeps the bucket `id`: this replica, or the peer to ask;
-    /// `None` while that peer is in back-off (the route's own bucket
-    /// decides meanwhile).
+    /// `None` while rate-limit asks to that peer are in back-off (the
+    /// route's own bucket decides meanwhile). Failed forwards do not
+    /// count here (see [`Lane`]).
     pub(crate) fn rate_owner(&self, id: &[u8]) -> Option<Owner> {
-        match self.owner_of(id, false) {
-            (_, Why::Down) => None,
-            (owner, _) => Some(owner),
+        match self.ring_owner(id) {
+            Owner::Peer { addr, .. }
+                if self.members.load().is_down(addr, Lane::Rate, self.now_ms()) =>
+            {
+                None
+            }
+            owner => Some(owner),
         }
     }
 

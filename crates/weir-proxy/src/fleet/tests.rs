@@ -189,24 +189,33 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
         unreachable!("found above");
     };
     // Timeouts: only the third in a row skips it.
-    f.peer_failed(addr, true);
-    f.peer_failed(addr, true);
+    f.peer_failed(addr, Lane::Forward, true);
+    f.peer_failed(addr, Lane::Forward, true);
     assert_ne!(f.owner(&key), Owner::Here, "two slow answers");
-    f.peer_answered(addr);
-    f.peer_failed(addr, true);
-    f.peer_failed(addr, true);
+    f.peer_answered(addr, Lane::Forward);
+    f.peer_failed(addr, Lane::Forward, true);
+    f.peer_failed(addr, Lane::Forward, true);
     assert_ne!(f.owner(&key), Owner::Here, "counted again from the answer");
-    f.peer_failed(addr, true);
+    f.peer_failed(addr, Lane::Forward, true);
     assert_eq!(f.owner(&key), Owner::Here, "the third in a row");
-    f.peer_failed(addr, false);
+    f.peer_failed(addr, Lane::Forward, false);
     assert_eq!(f.owner(&key), Owner::Here);
+    assert!(
+        matches!(f.rate_owner(key.as_bytes()), Some(Owner::Peer { addr: a, .. }) if a == addr),
+        "failed forwards leave rate-limit asks alone"
+    );
+    // Rate-limit asks count their own failures.
+    f.peer_failed(addr, Lane::Rate, true);
+    f.peer_failed(addr, Lane::Rate, true);
+    assert!(f.rate_owner(key.as_bytes()).is_some(), "two slow asks");
+    f.peer_failed(addr, Lane::Rate, true);
     assert_eq!(
         f.rate_owner(key.as_bytes()),
         None,
         "a rate-limit ask is not made: the route's own bucket decides"
     );
     assert!(
-        matches!(f.ring_owner(&key), Owner::Peer { addr: a, .. } if a == addr),
+        matches!(f.ring_owner(key.as_bytes()), Owner::Peer { addr: a, .. } if a == addr),
         "an invalidation still goes to the owner, which holds the entry"
     );
     // A reload keeps the back-off, and so does a change of members.
@@ -309,7 +318,7 @@ fn after_a_join_the_new_owner_peeks_at_the_previous_owner_of_moved_keys_only() {
         .find(|k| new.previous_owner(k).is_some())
         .expect("a moved key");
     let prev = new.previous_owner(&key).expect("asked");
-    new.peer_failed(prev, false);
+    new.peer_failed(prev, Lane::Forward, false);
     assert!((0..2000).all(|k| new.previous_owner(&format!("k{k}")) != Some(prev)));
 }
 
@@ -331,10 +340,10 @@ fn a_reload_long_after_a_back_off_ended_still_hands_off_from_that_peer() {
         })
         .expect("a key the third replica owns and this one gets without it");
     // It was skipped once, a minute ago; the back-off has long ended.
-    old.peer_failed(gone, false);
+    old.peer_failed(gone, Lane::Forward, false);
     let members = old.members.load();
     let i = members.addrs.binary_search(&gone).expect("a member");
-    members.down_until[i].store(old.now_ms() - 60_000, Ordering::Relaxed);
+    members.down_until[i][Lane::Forward as usize].store(old.now_ms() - 60_000, Ordering::Relaxed);
     assert!(matches!(old.owner(&key), Owner::Peer { addr, .. } if addr == gone));
 
     // It leaves the ring by a reload: its keys are handed off from it.
