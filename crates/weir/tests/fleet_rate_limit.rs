@@ -292,3 +292,54 @@ async fn a_redis_scope_limit_admits_its_rate_once_and_survives_redis_going_away(
         tally.ok + tally.limited
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_that_answers_garbage_leaves_the_check_here_and_one_log_line() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Not Redis: an HTTP server's answer to every command.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let fake = tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {
+                    let reply = b"HTTP/1.1 400 Bad Request\r\nServer: x\r\n\r\n";
+                    if s.write_all(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let origin = start_origin().await;
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let section = format!("[redis]\nurl = \"redis://127.0.0.1:{port}/0\"\n");
+    let weir = WeirProcess::start_at(addr, &config(addr, origin.addr, "redis", &section));
+    let out = curl(&[
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        "x-api-key: k",
+        &format!("http://{addr}/"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert_eq!(
+        metric(&weir, "weir_rate_limit_fallbacks_total{scope=\"redis\"} ").await,
+        1
+    );
+    let log = weir.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("own bucket"))
+        .unwrap_or_else(|| panic!("no WARN for the failed check:\n{log}"));
+    assert!(
+        line.contains("Redis is left alone for 1s") && !line.contains("\\n"),
+        "the WARN spans several lines:\n{log}"
+    );
+    fake.abort();
+}

@@ -395,14 +395,22 @@ fn secret(raw: &RawFleet, base_dir: &Path, errors: &Errors<'_>) -> Result<String
             let path = base_dir.join(f.get_ref());
             // A regular file of at most 1 MiB: a FIFO or a device would
             // block or never end, on the thread that reloads.
-            let bytes =
-                super::file::read_limited(&path, &path.display().to_string()).map_err(|e| {
-                    errors.at(
-                        f.span(),
-                        "fleet.secret_file",
-                        format!("cannot read it: {e}"),
-                    )
-                })?;
+            let shown = path.display().to_string();
+            let bytes = super::file::read_limited(&path, &shown).map_err(|e| {
+                let why = match e {
+                    ConfigError::Read { source, .. } => format!("cannot read {shown}: {source}"),
+                    ConfigError::NotAFile { .. } => format!(
+                        "{shown} is not a regular file (give the file that holds the secret)"
+                    ),
+                    ConfigError::TooLarge { limit_bytes, .. } => {
+                        format!(
+                            "{shown} is larger than {limit_bytes} bytes: it holds the secret only"
+                        )
+                    }
+                    other => format!("cannot read {shown}: {other}"),
+                };
+                errors.at(f.span(), "fleet.secret_file", why)
+            })?;
             let text = String::from_utf8_lossy(&bytes);
             (text.trim().to_owned(), f.span(), "fleet.secret_file")
         }

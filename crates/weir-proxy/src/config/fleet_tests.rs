@@ -135,7 +135,7 @@ fn bad_fleets_name_the_line_and_key() {
         (
             "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nsecret_file = \"/nonexistent/weir-secret\"\n",
             "fleet.secret_file",
-            "cannot read",
+            "cannot read /nonexistent/weir-secret: No such file or directory",
         ),
     ];
     for (text, key, says) in cases {
@@ -206,7 +206,7 @@ fn bad_fleets_name_the_line_and_key() {
         );
         let e = parse(&text).expect_err("a FIFO");
         assert!(
-            e.contains("fleet.secret_file") && e.contains("not a regular file"),
+            e.contains("fleet.secret_file") && e.contains("is not a regular file (give the file"),
             "{e}"
         );
     }

@@ -138,9 +138,15 @@ impl RedisBuckets {
                         )
                         .is_ok()
                 {
+                    // One line: the client's parse errors span several.
+                    let why = e
+                        .to_string()
+                        .split_whitespace()
+                        .collect::<Vec<_>>()
+                        .join(" ");
                     tracing::warn!(
                         target: "weir::rate_limit",
-                        "rate limit checked on this replica's own bucket: {e} \
+                        "rate limit checked on this replica's own bucket: {why} \
                          (Redis is left alone for {}s; logged at most every 10 s)",
                         BACKOFF.as_secs()
                     );
