@@ -75,7 +75,7 @@ fn self_reads_the_environment() {
 
 #[test]
 fn bad_fleets_name_the_line_and_key() {
-    let cases: [(&str, &str, &str); 13] = [
+    let cases: [(&str, &str, &str); 14] = [
         (
             "self = \"10.0.0.1:8080\"\npeers_dns = \"p:1\"\npeers_endpointslices = \"weir-peers\"\n",
             "fleet.peers_dns",
@@ -136,6 +136,11 @@ fn bad_fleets_name_the_line_and_key() {
             "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nsecret_file = \"/nonexistent/weir-secret\"\n",
             "fleet.secret_file",
             "cannot read /nonexistent/weir-secret: No such file or directory",
+        ),
+        (
+            "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\nrate_timeout = \"1ns\"\n",
+            "fleet.rate_timeout",
+            "shorter than 1ms",
         ),
     ];
     for (text, key, says) in cases {
@@ -230,4 +235,14 @@ fn a_fleet_without_caching_routes_or_listening_elsewhere_is_warned_about() {
         .replace("127.0.0.1:9999", "127.0.0.1:8080");
     let c = Config::parse(&text, "test.toml", Path::new(".")).expect("valid");
     assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+    // A peer_timeout the client's response-head deadline cuts short.
+    let slow = text.replace("[fleet]\n", "[fleet]\npeer_timeout = \"45s\"\n");
+    let c = Config::parse(&slow, "test.toml", Path::new(".")).expect("valid");
+    let w = c.warnings().join("\n");
+    assert!(
+        w.contains(
+            "fleet.peer_timeout (45s) is longer than [client] response_header_timeout (30s)"
+        ),
+        "{w}"
+    );
 }

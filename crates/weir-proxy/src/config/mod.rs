@@ -94,6 +94,16 @@ impl Config {
         }
         if let Some(fleet) = &self.fleet {
             out.extend(fleet_warnings(fleet, &self.routes, &self.listeners));
+            let cap = self.client.response_header_timeout;
+            if fleet.peer_timeout > cap {
+                out.push(format!(
+                    "fleet.peer_timeout ({}) is longer than [client] response_header_timeout ({}), \
+                     which bounds every response head: forwards wait {} at most",
+                    duration::format(fleet.peer_timeout),
+                    duration::format(cap),
+                    duration::format(cap),
+                ));
+            }
         }
         let uses_redis = self.routes.iter().any(|r| {
             r.limits

@@ -34,7 +34,7 @@ impl std::fmt::Debug for RedisSettings {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRedis {
     pub url: Spanned<String>,
-    #[serde(default = "default_timeout", with = "duration")]
+    #[serde(default = "default_timeout", with = "duration::at_least_1ms")]
     pub timeout: Duration,
 }
 
@@ -58,6 +58,18 @@ pub(super) fn redis(
             "TLS to Redis (rediss://) is not built in: use redis:// on a trusted network, or a local TLS tunnel",
         ));
     }
+    // The client takes more (`valkey://`, `unix://`), which the README
+    // does not promise; a space would be part of the host.
+    if !(url.starts_with("redis://") || url.starts_with("redis+unix://")) {
+        return Err(errors.at(
+            raw.url.span(),
+            "redis.url",
+            "must start with redis:// (or redis+unix:// for a Unix socket), e.g. \"redis://127.0.0.1:6379/0\"",
+        ));
+    }
+    if url.contains(char::is_whitespace) {
+        return Err(errors.at(raw.url.span(), "redis.url", "has a space in it"));
+    }
     // Parsing opens nothing; the error never repeats the URL's password.
     redis::Client::open(url.as_str()).map_err(|e| {
         errors.at(
@@ -65,7 +77,8 @@ pub(super) fn redis(
             "redis.url",
             format!(
                 "is not a Redis URL (e.g. \"redis://127.0.0.1:6379/0\"): {}",
-                e.detail().unwrap_or("unknown scheme or address")
+                e.detail()
+                    .unwrap_or("check the host, the port (1 to 65535) and the database (a number)")
             ),
         )
     })?;
@@ -103,5 +116,22 @@ mod tests {
     fn a_bad_redis_url_names_the_key_and_line() {
         let e = parse("[redis]\nurl = \"http://127.0.0.1:6379\"\n").expect_err("not redis");
         assert!(e.contains("t.toml:8:") && e.contains("redis.url"), "{e}");
+        for (url, says) in [
+            ("valkey://127.0.0.1:6379", "must start with redis://"),
+            ("unix:///tmp/redis.sock", "must start with redis://"),
+            (" redis://127.0.0.1:6379", "must start with redis://"),
+            ("redis://127.0.0.1:6379 ", "has a space"),
+            ("redis://127.0.0.1:99999", "the port (1 to 65535)"),
+            ("redis://127.0.0.1:6379/abc", "the database (a number)"),
+        ] {
+            let e = parse(&format!("[redis]\nurl = \"{url}\"\n")).expect_err(url);
+            assert!(e.contains("redis.url") && e.contains(says), "{url}: {e}");
+        }
+        let e = parse("[redis]\nurl = \"redis://127.0.0.1:6379\"\ntimeout = \"500us\"\n")
+            .expect_err("too short");
+        assert!(
+            e.contains("t.toml:9:") && e.contains("shorter than 1ms"),
+            "{e}"
+        );
     }
 }
