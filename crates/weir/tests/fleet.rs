@@ -439,6 +439,39 @@ async fn an_origins_fleet_fields_neither_fail_a_forward_nor_reach_the_client() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_near_the_limit_is_served_where_the_owner_refuses_its_forward() {
+    let origin = CountingOrigin::start().await;
+    let addrs = addresses();
+    let replicas = start_fleet(&origin, &addrs, "peer_timeout = \"10s\"");
+    // Just under the default 16 KiB here; over it at the owner once the
+    // forward's own fields are added.
+    let cookie = format!("c={}", "x".repeat(16_384 - 250));
+    let client = client(false);
+    for i in 0..12 {
+        let path = format!("/k/big-{i}");
+        let req = http::Request::get(format!("http://{}{path}", addrs[0]))
+            .header(http::header::HOST, "site.test")
+            .header(http::header::COOKIE, cookie.as_str())
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = client.request(req).await.expect("response");
+        let status = resp.status();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert_eq!(status, 200, "{path}: {body:?}");
+        assert_eq!(body, format!("origin {path}"));
+    }
+    assert_eq!(origin.total(), 12);
+    let mut refused = 0;
+    for r in &replicas[1..] {
+        refused += r.log_text().matches("\"status\":431").count();
+    }
+    assert!(
+        refused >= 1,
+        "no forward was refused: the test proves nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_fleet_each_replica_fetches_each_key_itself() {
     let origin = CountingOrigin::start().await;
     let addrs = addresses();

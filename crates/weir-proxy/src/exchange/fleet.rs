@@ -92,6 +92,11 @@ impl Exchange<'_> {
                 "forwarding a cacheable request to its owner",
             )
             .await?;
+        if resp.status() == StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE {
+            // The fields this hop adds took a head that passed here over
+            // the owner's limit: served here, as the client sent it.
+            return None;
+        }
         self.proxy.fleet.as_ref()?.count(FleetResult::Forwarded);
         self.record.server = Some(format!("peer {owner}").into());
         self.record.attempts = 1;
