@@ -35,26 +35,18 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
 }
 
 /// A deadline for a peer or a store that answers from memory
-/// (`fleet.peer_timeout`, `fleet.rate_timeout`, `redis.timeout`): as
-/// [`deserialize`], and at least 1 ms, since a shorter one fails every ask.
-pub(super) mod at_least_1ms {
-    use std::time::Duration;
-
-    use serde::{Deserializer, de};
-
-    /// See [the module](self).
-    pub(in crate::config) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Duration, D::Error> {
-        let dur = super::deserialize(d)?;
-        if dur < Duration::from_millis(1) {
-            return Err(de::Error::custom(format!(
-                "duration {} is shorter than 1ms: every ask would time out",
-                super::format(dur)
-            )));
-        }
-        Ok(dur)
+/// (`fleet.peer_timeout`, `fleet.rate_timeout`, `redis.timeout`), for
+/// `deserialize_with`: as [`deserialize`], and at least 1 ms, since a
+/// shorter one fails every ask.
+pub(super) fn at_least_1ms<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let dur = deserialize(d)?;
+    if dur < Duration::from_millis(1) {
+        return Err(de::Error::custom(format!(
+            "duration {} is shorter than 1ms: every ask would time out",
+            format(dur)
+        )));
     }
+    Ok(dur)
 }
 
 /// Formats a duration the way the config accepts it, for `weir check`: a

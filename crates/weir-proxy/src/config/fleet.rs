@@ -112,9 +112,15 @@ pub(super) struct RawFleet {
     pub dns_refresh: Duration,
     pub secret: Option<Spanned<String>>,
     pub secret_file: Option<Spanned<String>>,
-    #[serde(default = "default_peer_timeout", with = "duration::at_least_1ms")]
+    #[serde(
+        default = "default_peer_timeout",
+        deserialize_with = "duration::at_least_1ms"
+    )]
     pub peer_timeout: Duration,
-    #[serde(default = "default_rate_timeout", with = "duration::at_least_1ms")]
+    #[serde(
+        default = "default_rate_timeout",
+        deserialize_with = "duration::at_least_1ms"
+    )]
     pub rate_timeout: Duration,
     pub ring: Option<Spanned<String>>,
     pub hash_balance_factor: Option<Spanned<u32>>,

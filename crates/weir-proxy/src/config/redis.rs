@@ -34,7 +34,10 @@ impl std::fmt::Debug for RedisSettings {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawRedis {
     pub url: Spanned<String>,
-    #[serde(default = "default_timeout", with = "duration::at_least_1ms")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "duration::at_least_1ms"
+    )]
     pub timeout: Duration,
 }
 
