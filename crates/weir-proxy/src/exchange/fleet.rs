@@ -82,6 +82,9 @@ impl Exchange<'_> {
         if let Some(hook) = &self.cache {
             hook.prepare(forward.headers_mut());
         }
+        if !self.within_limits(&forward) {
+            return None;
+        }
         // Counted for the bound on load until the owner's head arrives.
         let _in_flight = self.proxy.fleet.as_ref()?.forwarding(owner);
         let resp = self
@@ -92,11 +95,6 @@ impl Exchange<'_> {
                 "forwarding a cacheable request to its owner",
             )
             .await?;
-        if resp.status() == StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE {
-            // The fields this hop adds took a head that passed here over
-            // the owner's limit: served here, as the client sent it.
-            return None;
-        }
         self.proxy.fleet.as_ref()?.count(FleetResult::Forwarded);
         self.record.server = Some(format!("peer {owner}").into());
         self.record.attempts = 1;
@@ -143,6 +141,9 @@ impl Exchange<'_> {
             headers.remove(name);
         }
         headers.insert(crate::fleet::PEEK, HeaderValue::from_static("1"));
+        if !self.within_limits(&request) {
+            return None;
+        }
         Some(Box::new(PeerAsk {
             peer: previous,
             request,
@@ -209,6 +210,17 @@ impl Exchange<'_> {
         resp.headers_mut()
             .insert(crate::fleet::PEEK, HeaderValue::from_static("miss"));
         resp
+    }
+
+    /// Whether a request to a peer stays within this replica's request
+    /// head limits, and so the peer's (the replicas of a fleet share a
+    /// config). The fields a hop adds may take a head that passed here
+    /// over them: such a request is served here, as the client sent it,
+    /// rather than refused with a `431` by the peer.
+    fn within_limits<B>(&self, req: &Request<B>) -> bool {
+        let limits = &self.proxy.settings.limits;
+        super::request::head_bytes(req) <= limits.max_head_bytes
+            && req.headers().len() <= limits.max_headers
     }
 
     /// The request forwarded to the owner at `authority`: the client's,

@@ -42,18 +42,23 @@ impl Exchange<'_> {
             return;
         };
         *request.method_mut() = Method::GET;
-        let headers = request.headers_mut();
+        // The owner routes it by host and path, and drops every variant:
+        // the client's other fields (a large cookie, say) are not sent.
+        let mut headers = http::HeaderMap::with_capacity(4);
         for name in [
-            header::CONTENT_LENGTH,
-            header::TRANSFER_ENCODING,
-            header::EXPECT,
+            header::HOST,
+            crate::fleet::PEER_TOKEN,
+            crate::fleet::RING_EPOCH,
         ] {
-            headers.remove(name);
+            if let Some(v) = request.headers().get(&name) {
+                headers.insert(name, v.clone());
+            }
         }
         headers.insert(
             crate::fleet::INVALIDATE,
             http::HeaderValue::from_static("1"),
         );
+        *request.headers_mut() = headers;
         self.invalidate = Some(Box::new(PeerAsk {
             peer: addr,
             request,

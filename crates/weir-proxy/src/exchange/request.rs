@@ -86,7 +86,7 @@ pub(crate) fn filter<B>(req: &Request<B>, limits: &RequestLimits) -> Result<(), 
 /// `METHOD SP target SP HTTP/1.1 CRLF`, `name: value CRLF` per field line,
 /// and the final CRLF (RFC 9112 §2.1). Whitespace hyper trimmed is not
 /// counted.
-fn head_bytes<B>(req: &Request<B>) -> usize {
+pub(super) fn head_bytes<B>(req: &Request<B>) -> usize {
     let target = match req.uri().path_and_query() {
         Some(p) if req.uri().scheme().is_none() => p.as_str().len(),
         _ => req.uri().to_string().len(),
