@@ -727,7 +727,7 @@ async fn a_peer_answering_garbage_is_skipped_and_no_request_fails() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_that_breaks_off_a_body_is_skipped_after_the_first() {
+async fn a_peer_that_breaks_off_bodies_is_skipped_after_three_in_a_row() {
     let origin = CountingOrigin::start().await;
     let addrs = addresses();
     let bad = bad_peer(addrs[2], Bad::MidBody).await;
@@ -737,9 +737,10 @@ async fn a_peer_that_breaks_off_a_body_is_skipped_after_the_first() {
         &fleet_table(addrs[0], &addrs, "peer_timeout = \"10s\""),
     );
     // One request at a time, about a third of them owned by the bad peer.
-    // The first of those is cut short: its head was relayed before the
-    // body broke, so nothing can replace it. Then the peer is skipped and
-    // its keys are served here.
+    // The first three of those are cut short: each head was relayed before
+    // its body broke, so nothing can replace it (one break alone may be an
+    // origin's, or a close of a connection this replica stopped reading).
+    // Then the peer is skipped and its keys are served here.
     let mut cut = Vec::new();
     for i in 0..60 {
         let path = format!("/k/{i}");
@@ -758,7 +759,7 @@ async fn a_peer_that_breaks_off_a_body_is_skipped_after_the_first() {
         }
     }
     assert!(
-        !cut.is_empty() && cut.len() <= 2 && cut[cut.len() - 1] < 40,
+        (3..=4).contains(&cut.len()) && cut[cut.len() - 1] < 50,
         "answers cut short: {cut:?}\n{}",
         replica.log_text()
     );
@@ -766,7 +767,7 @@ async fn a_peer_that_breaks_off_a_body_is_skipped_after_the_first() {
     assert!(
         replica
             .log_text()
-            .contains("broke off its answer's body (the client's answer was cut short); the peer is skipped for 5s"),
+            .contains("broke off its answer's body (the client's answer was cut short); the peer is skipped for 5s after 3 in a row"),
         "{}",
         replica.log_text()
     );

@@ -445,23 +445,31 @@ pub(super) async fn send_to_peer(
     }
 }
 
-/// How the body of the answer relayed from the owner at `owner` ended: one
-/// broken off (the client's answer is cut short, nothing can replace it
-/// now) puts the owner in back-off at once, as a bad answer would; one
-/// that stalled past `body_idle_timeout` counts as a timeout.
+/// How the body of the answer relayed from the owner at `owner` ended. A
+/// body broken off or stalled past `body_idle_timeout` (the client's
+/// answer is cut short: nothing can replace it now) is counted and
+/// logged; the third in a row with no clean one between puts the owner in
+/// back-off (see [`crate::fleet::Fleet::peer_body_ended`]).
 fn blame_owner(fleet: &crate::fleet::Fleet, owner: SocketAddr, end: BodyEnd) {
-    let (timed_out, what) = match end {
-        BodyEnd::Clean => return,
-        BodyEnd::Failed => (false, "broke off"),
-        BodyEnd::TimedOut => (true, "stalled past body_idle_timeout in"),
+    let what = match end {
+        BodyEnd::Clean => {
+            fleet.peer_body_ended(owner, true);
+            return;
+        }
+        BodyEnd::Failed => "broke off",
+        BodyEnd::TimedOut => "stalled past body_idle_timeout in",
     };
-    let skipped = fleet.peer_failed(owner, Lane::Forward, timed_out);
+    let skipped = fleet.peer_body_ended(owner, false);
     tracing::warn!(
         target: "weir::fleet",
         peer = %owner,
         "a key's owner {what} its answer's body (the client's answer was cut short){}",
         if skipped {
-            format!("; the peer is skipped for {}s", crate::fleet::PEER_BACKOFF.as_secs())
+            format!(
+                "; the peer is skipped for {}s after {} in a row",
+                crate::fleet::PEER_BACKOFF.as_secs(),
+                crate::fleet::TIMEOUTS_BEFORE_BACKOFF
+            )
         } else {
             String::new()
         }

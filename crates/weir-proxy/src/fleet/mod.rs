@@ -177,6 +177,9 @@ struct Members {
     down_until: Vec<[AtomicU64; 2]>,
     /// Per member and [`Lane`], response-head timeouts in a row.
     timeouts: Vec<[std::sync::atomic::AtomicU32; 2]>,
+    /// Per member, relayed bodies it broke off (or that stalled) with no
+    /// clean one since.
+    broken: Vec<std::sync::atomic::AtomicU32>,
     /// Per member, forwards from this replica waiting for its response
     /// head (see `load.rs`).
     in_flight: Vec<std::sync::atomic::AtomicU32>,
@@ -227,6 +230,8 @@ impl Members {
                     let timeouts = old.timeouts[j][l].load(Ordering::Relaxed);
                     self.timeouts[i][l].store(timeouts, Ordering::Relaxed);
                 }
+                let broken = old.broken[j].load(Ordering::Relaxed);
+                self.broken[i].store(broken, Ordering::Relaxed);
             }
         }
     }
@@ -252,6 +257,7 @@ impl Members {
         let epoch = hash(format!("{}{kind_tag}", names.join(",")).as_bytes());
         let down_until = addrs.iter().map(|_| Default::default()).collect();
         let timeouts = addrs.iter().map(|_| Default::default()).collect();
+        let broken = addrs.iter().map(|_| Default::default()).collect();
         let in_flight = addrs
             .iter()
             .map(|_| std::sync::atomic::AtomicU32::new(0))
@@ -262,6 +268,7 @@ impl Members {
             epoch,
             down_until,
             timeouts,
+            broken,
             in_flight,
         }
     }
@@ -564,6 +571,34 @@ impl Fleet {
             skipped |= previous.members.set_down(addr, lane, until, timed_out);
         }
         skipped
+    }
+
+    /// The body of an answer relayed from the owner at `addr` ended:
+    /// `clean`, or broken off (or stalled). One break alone never skips
+    /// the owner: the owner may have closed a connection this replica
+    /// stopped reading because its client did, or its origin may have
+    /// broken the body. [`TIMEOUTS_BEFORE_BACKOFF`] breaks with no clean
+    /// body between put it in back-off for forwards.
+    /// Says whether the peer is now skipped.
+    pub(crate) fn peer_body_ended(&self, addr: SocketAddr, clean: bool) -> bool {
+        let members = self.members.load();
+        let Ok(i) = members.addrs.binary_search(&addr) else {
+            return false;
+        };
+        if clean {
+            members.broken[i].store(0, Ordering::Relaxed);
+            return false;
+        }
+        self.metrics.fleet().count(FleetResult::PeerError);
+        if members.broken[i].fetch_add(1, Ordering::Relaxed) + 1 < TIMEOUTS_BEFORE_BACKOFF {
+            return false;
+        }
+        members.broken[i].store(0, Ordering::Relaxed);
+        let until = self
+            .now_ms()
+            .saturating_add(PEER_BACKOFF.as_millis() as u64);
+        members.down_until[i][Lane::Forward as usize].store(until, Ordering::Relaxed);
+        true
     }
 
     /// An ask of `lane` to `addr` got an answer.

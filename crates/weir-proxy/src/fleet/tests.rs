@@ -218,6 +218,17 @@ fn a_failed_peer_is_skipped_for_the_backoff() {
         matches!(f.ring_owner(key.as_bytes()), Owner::Peer { addr: a, .. } if a == addr),
         "an invalidation still goes to the owner, which holds the entry"
     );
+    // Broken bodies: three in a row, with no clean one between.
+    let g = fleet(PEERS[0], &PEERS);
+    assert!(!g.peer_body_ended(addr, false));
+    assert!(!g.peer_body_ended(addr, false));
+    assert!(!g.peer_body_ended(addr, true), "a clean body");
+    assert!(!g.peer_body_ended(addr, false));
+    assert!(!g.peer_body_ended(addr, false));
+    assert_ne!(g.owner(&key), Owner::Here, "two in a row");
+    assert!(g.peer_body_ended(addr, false), "the third in a row");
+    assert_eq!(g.owner(&key), Owner::Here);
+    assert!(g.rate_owner(key.as_bytes()).is_some(), "forwards only");
     // A reload keeps the back-off, and so does a change of members.
     let reloaded =
         Fleet::after(&settings(PEERS[0], &PEERS, None), metrics(), Some(&f)).expect("fleet");
