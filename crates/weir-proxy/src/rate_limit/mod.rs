@@ -143,9 +143,11 @@ fn key_part<'h>(key: &HashKey, headers: &'h HeaderMap, client: IpAddr) -> KeyPar
     }
 }
 
-/// `wait` as a `Retry-After` value: whole seconds, rounded up.
+/// `wait` as a `Retry-After` value: whole seconds, rounded up, at least 1.
+/// The wait is read after the bucket said no, so the token may be due by
+/// then: a `Retry-After: 0` would invite a client to retry at once.
 pub(crate) fn wait_seconds(wait: std::time::Duration) -> u64 {
-    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 /// The client's address as a limit or a hash key sees it: the TCP peer's,
@@ -214,6 +216,15 @@ mod tests {
         }
         assert_eq!(limit.check(&h, a), Err(1));
         assert_eq!(limit.check(&h, b), Ok(()), "another key has its own bucket");
+    }
+
+    #[test]
+    fn a_retry_after_is_whole_seconds_rounded_up_and_never_zero() {
+        use std::time::Duration;
+        assert_eq!(wait_seconds(Duration::ZERO), 1, "due by the time it is read");
+        assert_eq!(wait_seconds(Duration::from_millis(20)), 1);
+        assert_eq!(wait_seconds(Duration::from_secs(2)), 2);
+        assert_eq!(wait_seconds(Duration::from_millis(2001)), 3);
     }
 
     #[test]
