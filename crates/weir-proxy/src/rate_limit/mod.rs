@@ -221,7 +221,11 @@ mod tests {
     #[test]
     fn a_retry_after_is_whole_seconds_rounded_up_and_never_zero() {
         use std::time::Duration;
-        assert_eq!(wait_seconds(Duration::ZERO), 1, "due by the time it is read");
+        assert_eq!(
+            wait_seconds(Duration::ZERO),
+            1,
+            "due by the time it is read"
+        );
         assert_eq!(wait_seconds(Duration::from_millis(20)), 1);
         assert_eq!(wait_seconds(Duration::from_secs(2)), 2);
         assert_eq!(wait_seconds(Duration::from_millis(2001)), 3);
