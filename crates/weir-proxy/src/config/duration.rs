@@ -34,6 +34,17 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
     Ok(dur)
 }
 
+/// A duration as written, for a field whose place in the file an error
+/// must name (`Spanned<Written>`); read as [`deserialize`] reads it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Written(pub Duration);
+
+impl<'de> Deserialize<'de> for Written {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize(d).map(Written)
+    }
+}
+
 /// A deadline for a peer or a store that answers from memory
 /// (`fleet.peer_timeout`, `fleet.rate_timeout`, `redis.timeout`), for
 /// `deserialize_with`: as [`deserialize`], and at least 1 ms, since a

@@ -108,8 +108,7 @@ pub(super) struct RawFleet {
     pub peers_dns: Option<Spanned<String>>,
     pub peers_endpointslices: Option<Spanned<String>>,
     pub namespace: Option<Spanned<String>>,
-    #[serde(default = "default_dns_refresh", with = "duration")]
-    pub dns_refresh: Duration,
+    pub dns_refresh: Option<Spanned<duration::Written>>,
     pub secret: Option<Spanned<String>>,
     pub secret_file: Option<Spanned<String>>,
     #[serde(
@@ -315,6 +314,13 @@ fn discovery(
     self_addr: SocketAddr,
     errors: &Errors<'_>,
 ) -> Result<FleetDiscovery, ConfigError> {
+    if let (None, Some(d)) = (&raw.peers_dns, &raw.dns_refresh) {
+        return Err(errors.at(
+            d.span(),
+            "fleet.dns_refresh",
+            "goes with `peers_dns` (how often its name is resolved): the other ways to find peers do not poll",
+        ));
+    }
     if let Some(k8s) = &raw.peers_endpointslices {
         return endpointslices(raw, k8s, errors);
     }
@@ -338,16 +344,20 @@ fn discovery(
                     format!("{name:?} is not a name:port (e.g. \"weir-peers.default.svc.cluster.local:8080\")"),
                 ));
             }
-            if raw.dns_refresh < MIN_DNS_REFRESH {
-                return Err(errors.at(
-                    dns.span(),
-                    "fleet.dns_refresh",
-                    "dns_refresh must be at least 100ms",
-                ));
-            }
+            let refresh = match &raw.dns_refresh {
+                None => default_dns_refresh(),
+                Some(d) if d.get_ref().0 < MIN_DNS_REFRESH => {
+                    return Err(errors.at(
+                        d.span(),
+                        "fleet.dns_refresh",
+                        "dns_refresh must be at least 100ms",
+                    ));
+                }
+                Some(d) => d.get_ref().0,
+            };
             FleetDiscovery::Dns {
                 name: name.clone(),
-                refresh: raw.dns_refresh,
+                refresh,
             }
         }
         (Some(dns), false) => {

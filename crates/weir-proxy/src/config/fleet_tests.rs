@@ -194,7 +194,11 @@ fn bad_fleets_name_the_line_and_key() {
         ),
         (
             "self = \"10.0.0.1:8080\"\npeers_dns = \"x:8080\"\ndns_refresh = \"1ms\"\n",
-            "at least 100ms",
+            ":15: key `fleet.dns_refresh`: dns_refresh must be at least 100ms",
+        ),
+        (
+            "self = \"10.0.0.1:8080\"\npeers = [\"10.0.0.1:8080\"]\ndns_refresh = \"10s\"\n",
+            ":15: key `fleet.dns_refresh`: goes with `peers_dns`",
         ),
     ] {
         let e = parse(&format!("{text}{SECRET}")).expect_err(text);
