@@ -725,7 +725,7 @@ fn eventually_sync(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under_64mb() {
+async fn fifty_1mb_fragments_behind_a_slow_one_grow_the_proxy_by_under_40mb() {
     let origin = start_origin().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("many.html");
@@ -783,7 +783,15 @@ async fn fifty_1mb_fragments_behind_a_slow_one_stay_within_the_page_budget_under
     );
     assert!(total > 50 << 20, "{total}");
     assert!(tail.ends_with(b"</body>"));
-    assert!(peak < 64_000_000, "peak RSS {peak}");
+    // Growth over the idle process, not the peak itself: the idle RSS of a
+    // debug build differs by machine and allocator (28.7-30.2 MB on one
+    // where peaks of 58-65 MB were seen). Held whole, the page alone would
+    // add more than 50 MB; the page budget keeps it to about 30 MB.
+    let grown = peak.saturating_sub(idle);
+    assert!(
+        grown < 40_000_000,
+        "peak RSS {peak}, idle {idle}: grew {grown}"
+    );
 }
 
 /// Debian's Chromium, if installed.
