@@ -257,16 +257,7 @@ async fn load_to(
                 let target = targets[i % targets.len()];
                 // One site name whichever replica is reached, as behind a
                 // load balancer: the cache key has the host in it.
-                let req = http::Request::get(format!("http://{target}{p}"))
-                    .header(http::header::HOST, "site.test")
-                    .body(Full::new(Bytes::new()))
-                    .expect("request");
-                let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
-                    .await
-                    .unwrap_or_else(|_| panic!("request {i} to {target} timed out"))
-                    .unwrap_or_else(|e| panic!("request {i} to {target}: {e}"));
-                let status = resp.status();
-                let body = resp.into_body().collect().await.expect("body").to_bytes();
+                let (status, _, body) = get_site_with(&client, target, &p).await;
                 assert_eq!(status, 200, "request {i} {p} via {target}: {body:?}");
                 assert_eq!(body, format!("origin {p}"), "request {i} via {target}");
             }
@@ -335,11 +326,23 @@ async fn three_replicas_fetch_each_key_once_and_collapse_misses_across_the_fleet
 
 /// GET `path` of `site.test` from `target`: status, `X-Cache` and body.
 async fn get_site(target: SocketAddr, path: &str) -> (http::StatusCode, String, Bytes) {
+    get_site_with(&client(false), target, path).await
+}
+
+/// [`get_site`] on `client`'s connections.
+async fn get_site_with(
+    client: &hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        Full<Bytes>,
+    >,
+    target: SocketAddr,
+    path: &str,
+) -> (http::StatusCode, String, Bytes) {
     let req = http::Request::get(format!("http://{target}{path}"))
         .header(http::header::HOST, "site.test")
         .body(Full::new(Bytes::new()))
         .expect("request");
-    let resp = tokio::time::timeout(Duration::from_secs(10), client(false).request(req))
+    let resp = tokio::time::timeout(Duration::from_secs(10), client.request(req))
         .await
         .unwrap_or_else(|_| panic!("{path} via {target} timed out"))
         .unwrap_or_else(|e| panic!("{path} via {target}: {e}"));

@@ -204,10 +204,7 @@ impl Members {
                 &self.down_until[i][lane as usize],
             );
             if timed_out {
-                let n = timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-                if n < TIMEOUTS_BEFORE_BACKOFF {
-                    return false;
-                }
+                return strike(timeouts, down_until, until_ms);
             }
             timeouts.store(0, Ordering::Relaxed);
             down_until.store(until_ms, Ordering::Relaxed);
@@ -590,15 +587,14 @@ impl Fleet {
             return false;
         }
         self.metrics.fleet().count(FleetResult::PeerError);
-        if members.broken[i].fetch_add(1, Ordering::Relaxed) + 1 < TIMEOUTS_BEFORE_BACKOFF {
-            return false;
-        }
-        members.broken[i].store(0, Ordering::Relaxed);
         let until = self
             .now_ms()
             .saturating_add(PEER_BACKOFF.as_millis() as u64);
-        members.down_until[i][Lane::Forward as usize].store(until, Ordering::Relaxed);
-        true
+        strike(
+            &members.broken[i],
+            &members.down_until[i][Lane::Forward as usize],
+            until,
+        )
     }
 
     /// An ask of `lane` to `addr` got an answer.
@@ -618,6 +614,18 @@ impl Fleet {
     pub(crate) fn count(&self, result: FleetResult) {
         self.metrics.fleet().count(result);
     }
+}
+
+/// One more failure in a row on `count`: the [`TIMEOUTS_BEFORE_BACKOFF`]th
+/// starts the count again and sets `down_until` to `until_ms`. Says
+/// whether it did.
+fn strike(count: &std::sync::atomic::AtomicU32, down_until: &AtomicU64, until_ms: u64) -> bool {
+    if count.fetch_add(1, Ordering::Relaxed) + 1 < TIMEOUTS_BEFORE_BACKOFF {
+        return false;
+    }
+    count.store(0, Ordering::Relaxed);
+    down_until.store(until_ms, Ordering::Relaxed);
+    true
 }
 
 /// Whether `a` equals `b`, in a time that depends on their lengths only.
