@@ -203,12 +203,10 @@ impl Members {
                 &self.timeouts[i][lane as usize],
                 &self.down_until[i][lane as usize],
             );
-            if timed_out {
-                return strike(timeouts, down_until, until_ms);
+            if !timed_out {
+                timeouts.store(TIMEOUTS_BEFORE_BACKOFF - 1, Ordering::Relaxed);
             }
-            timeouts.store(0, Ordering::Relaxed);
-            down_until.store(until_ms, Ordering::Relaxed);
-            return true;
+            return strike(timeouts, down_until, until_ms);
         }
         false
     }
@@ -617,8 +615,7 @@ impl Fleet {
 }
 
 /// One more failure in a row on `count`: the [`TIMEOUTS_BEFORE_BACKOFF`]th
-/// starts the count again and sets `down_until` to `until_ms`. Says
-/// whether it did.
+/// restarts it and sets `down_until` to `until_ms` (says whether).
 fn strike(count: &std::sync::atomic::AtomicU32, down_until: &AtomicU64, until_ms: u64) -> bool {
     if count.fetch_add(1, Ordering::Relaxed) + 1 < TIMEOUTS_BEFORE_BACKOFF {
         return false;
